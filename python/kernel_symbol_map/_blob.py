@@ -1,0 +1,140 @@
+"""Bounds-checked, read-only views of bytes or of a file.
+
+Every reader in this package goes through :class:`Blob`: an offset or size that
+points outside the view raises :class:`FormatError` naming the file, the offset
+and what was being read, never ``IndexError`` or ``struct.error``.
+
+Small files are read into memory in one call; large ones (shared libraries of
+hundreds of MB) are read piecewise with ``os.pread`` so that memory stays
+bounded by the largest single payload rather than by the file size.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+from typing import Protocol
+
+from .errors import FormatError
+
+# Files up to this size are read whole: one syscall beats many small preads.
+WHOLE_FILE_LIMIT = 8 << 20
+
+
+class _Source(Protocol):
+    def pread(self, offset: int, size: int) -> bytes: ...
+
+
+class _BytesSource:
+    __slots__ = ("_data",)
+
+    def __init__(self, data: bytes | memoryview) -> None:
+        self._data = memoryview(data)
+
+    def pread(self, offset: int, size: int) -> bytes:
+        return bytes(self._data[offset : offset + size])
+
+
+class _FileSource:
+    __slots__ = ("_fd",)
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def pread(self, offset: int, size: int) -> bytes:
+        return os.pread(self._fd, size, offset)
+
+
+class Blob:
+    """A window ``[base, base + size)`` onto a source, named after the input it came from."""
+
+    __slots__ = ("name", "size", "_src", "_base")
+
+    def __init__(self, name: str, src: _Source, base: int, size: int) -> None:
+        self.name = name
+        self.size = size
+        self._src = src
+        self._base = base
+
+    @classmethod
+    def from_bytes(cls, name: str, data: bytes | memoryview) -> Blob:
+        return cls(name, _BytesSource(data), 0, len(data))
+
+    def error(self, what: str, offset: int | None = None) -> FormatError:
+        return FormatError(self.name, what, offset)
+
+    def check(self, offset: int, size: int, what: str) -> None:
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise self.error(
+                f"{what} ({size} bytes) runs past the end of the data ({self.size} bytes)", offset
+            )
+
+    def read(self, offset: int, size: int, what: str) -> bytes:
+        self.check(offset, size, what)
+        data = self._src.pread(self._base + offset, size)
+        if len(data) != size:  # the file shrank under us
+            raise self.error(f"short read of {what}", offset)
+        return data
+
+    def unpack(self, layout: struct.Struct, offset: int, what: str) -> tuple:
+        return layout.unpack(self.read(offset, layout.size, what))
+
+    def window(self, offset: int, size: int, what: str, name: str | None = None) -> Blob:
+        self.check(offset, size, what)
+        return Blob(name or self.name, self._src, self._base + offset, size)
+
+    def startswith(self, magic: bytes) -> bool:
+        return self.size >= len(magic) and self._src.pread(self._base, len(magic)) == magic
+
+
+class OpenFile:
+    """Context manager giving a :class:`Blob` over a file; directories and I/O errors are FormatErrors."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._fd: int | None = None
+
+    def __enter__(self) -> Blob:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except IsADirectoryError:
+            raise FormatError(self.path, "is a directory") from None
+        except OSError as e:
+            raise FormatError(self.path, e.strerror or str(e)) from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise FormatError(self.path, "is not a regular file")
+            if st.st_size <= WHOLE_FILE_LIMIT:
+                data = _read_all(fd, st.st_size)
+                os.close(fd)
+                return Blob.from_bytes(self.path, data)
+        except IsADirectoryError:
+            os.close(fd)
+            raise FormatError(self.path, "is a directory") from None
+        except OSError as e:
+            os.close(fd)
+            raise FormatError(self.path, e.strerror or str(e)) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return Blob(self.path, _FileSource(fd), 0, st.st_size)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks = []
+    remaining = size
+    while remaining > 0:
+        chunk = os.read(fd, remaining)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)

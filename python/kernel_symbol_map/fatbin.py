@@ -30,7 +30,8 @@ FatbinHeader = struct.Struct("<IHHQ")
 FatbinEntryHeader = struct.Struct("<HHIQIIIIIIQQQ")
 assert FatbinEntryHeader.size == 64
 
-FLAG_ARCH_SPECIFIC = 0x10_0000  # sm_90a and friends
+FLAG_ARCH_SPECIFIC = 0x10_0000  # sm_90a, sm_100a
+FLAG_FAMILY_SPECIFIC = 0x20_0000  # sm_100f
 FLAG_LZ4 = 0x2000
 FLAG_ZSTD = 0x8000
 # Bits 12-15 carry the payload's compression; only LZ4 and zstd are known.
@@ -57,6 +58,7 @@ class FatbinEntry:
     def arch(self) -> str:
         prefix = "compute" if self.kind is EntryKind.PTX else "sm"
         suffix = "a" if self.flags & FLAG_ARCH_SPECIFIC else ""
+        suffix += "f" if self.flags & FLAG_FAMILY_SPECIFIC else ""
         return f"{prefix}_{self.sm}{suffix}"
 
     def payload(self, blob: Blob) -> bytes:

@@ -97,35 +97,36 @@ class OpenFile:
 
     def __enter__(self) -> Blob:
         try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except IsADirectoryError:
-            raise FormatError(self.path, "is a directory") from None
+            # O_NONBLOCK: opening a FIFO must not wait for a writer.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as e:
-            raise FormatError(self.path, e.strerror or str(e)) from None
+            raise FormatError(self.path, _reason(e)) from None
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise FormatError(self.path, "is not a regular file")
-            if st.st_size <= WHOLE_FILE_LIMIT:
-                data = _read_all(fd, st.st_size)
-                os.close(fd)
-                return Blob.from_bytes(self.path, data)
-        except IsADirectoryError:
-            os.close(fd)
-            raise FormatError(self.path, "is a directory") from None
+                kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+                raise FormatError(self.path, f"is {kind}")
+            if st.st_size > WHOLE_FILE_LIMIT:
+                self._fd = fd
+                return Blob(self.path, _FileSource(fd), 0, st.st_size)
+            data = _read_all(fd, st.st_size)
         except OSError as e:
             os.close(fd)
-            raise FormatError(self.path, e.strerror or str(e)) from None
+            raise FormatError(self.path, _reason(e)) from None
         except BaseException:
             os.close(fd)
             raise
-        self._fd = fd
-        return Blob(self.path, _FileSource(fd), 0, st.st_size)
+        os.close(fd)
+        return Blob.from_bytes(self.path, data)
 
     def __exit__(self, *exc: object) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _reason(e: OSError) -> str:
+    return "is a directory" if isinstance(e, IsADirectoryError) else (e.strerror or str(e))
 
 
 def _read_all(fd: int, size: int) -> bytes:

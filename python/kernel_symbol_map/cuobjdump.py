@@ -25,7 +25,15 @@ import regex
 
 from . import cuda
 from ._blob import Blob, OpenFile
-from .devicecode import BEFORE_LINK, HIP_BUNDLE_SECTION_PREFIX, HIP_SECTION, OFFLOADING_SECTION, Result, read_kernels
+from .devicecode import (
+    BEFORE_LINK,
+    HIP_BUNDLE_SECTION_PREFIX,
+    HIP_SECTION,
+    OFFLOADING_SECTION,
+    Result,
+    failed,
+    read_kernels,
+)
 from .elf import ElfFile, is_elf
 from .errors import FormatError, ToolError
 
@@ -153,8 +161,10 @@ class Cuobjdump:
         name = os.fspath(path)
         try:
             return self._read(name)
-        except (ToolError, FormatError) as e:
+        except ToolError as e:
             return Result(name, error=str(e))
+        except FormatError as e:
+            return failed(name, e)
 
     def _read(self, path: str) -> Result:
         if os.path.isdir(path):

@@ -92,10 +92,11 @@ def read_kernels(path: str | os.PathLike[str]) -> Result:
         with OpenFile(name) as blob:
             return _read(blob)
     except FormatError as e:
-        return _failed(name, e)
+        return failed(name, e)
 
 
-def _failed(name: str, e: FormatError) -> Result:
+def failed(name: str, e: FormatError) -> Result:
+    """A result for an input that could not be read; the reason names a nested part if one failed."""
     return Result(name, error=e.reason if e.path == name else str(e))
 
 
@@ -120,7 +121,7 @@ def _read_member(member: Blob) -> Result:
     try:
         return _read(member)
     except FormatError as e:
-        return _failed(member.name, e)
+        return failed(member.name, e)
 
 
 class _DeviceCode:

@@ -1,0 +1,15 @@
+#include "common.cuh"
+
+namespace demo {
+
+__global__ void silu_kernel(float* out, const float* in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] / (1.0f + __expf(-in[i]));
+}
+
+void silu(float* out, const float* in, int n) {
+  silu_kernel<<<(n + 255) / 256, 256>>>(out, in, n);
+  scale_kernel<float><<<(n + 255) / 256, 256>>>(out, out, 2.0f, n);
+}
+
+}  // namespace demo

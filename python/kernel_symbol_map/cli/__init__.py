@@ -1,0 +1,50 @@
+"""``kernel-symbol-map``: the command line.
+
+Each subcommand lives in its own module with ``populate_parser`` and ``run``;
+:func:`main` is separate from the parser so tests call ``main([...])``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from . import _output, demo, symbols
+
+COMMANDS = (symbols, demo)
+
+EPILOG = """\
+examples:
+  kernel-symbol-map symbols build/CMakeFiles/_C.dir/csrc/ops.cu.o
+  kernel-symbol-map symbols --json --per-arch libkernels.so
+  kernel-symbol-map symbols --cross-check build/**/*.o
+  kernel-symbol-map demo
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kernel-symbol-map",
+        description="Which source file produced each GPU kernel.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMANDS:
+        module.populate_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    with _output.reporting_errors() as status:
+        status.code = args.run(args)
+    return status.code

@@ -1,0 +1,73 @@
+"""Messages for people: ``ERROR``/``WARNING``/``TIP`` prefixes, colour when wanted."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ..errors import KernelSymbolMapError
+
+EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
+
+
+def _use_colour() -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return sys.stderr.isatty()
+
+
+def _say(prefix: str, colour: str, message: str) -> None:
+    label = f"\33[{colour}m{prefix}\33[0m" if _use_colour() else prefix
+    print(f"{label} {message}", file=sys.stderr)
+
+
+def error(message: str) -> None:
+    _say("ERROR", "91", message)
+
+
+def warning(message: str) -> None:
+    _say("WARNING", "93", message)
+
+
+def tip(message: str) -> None:
+    _say("TIP", "96", message)
+
+
+class UsageError(KernelSymbolMapError):
+    """A command was asked for something it cannot do as given (exit 2)."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+@dataclass
+class Status:
+    code: int = EXIT_OK
+
+
+@contextmanager
+def reporting_errors() -> Iterator[Status]:
+    """Turn library errors into one ``ERROR`` line and an exit code, never a traceback."""
+    status = Status()
+    try:
+        yield status
+    except UsageError as e:
+        error(str(e))
+        if e.hint:
+            tip(e.hint)
+        status.code = EXIT_USAGE
+    except KernelSymbolMapError as e:
+        error(str(e))
+        status.code = EXIT_INPUT
+    except BrokenPipeError:  # `| head` closed stdout: stop quietly, as coreutils do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status.code = EXIT_INPUT
+    except KeyboardInterrupt:
+        error("interrupted")
+        status.code = 130

@@ -1,0 +1,109 @@
+"""``symbols``: list the kernel entry symbols of binaries."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .. import __version__
+from ..crosscheck import compare
+from ..cuobjdump import Cuobjdump
+from ..devicecode import Result, read_kernels
+from ..toolchain import find_cuobjdump
+from ._output import EXIT_INPUT, EXIT_OK, UsageError, error
+
+JSON_SCHEMA = "kernel-symbol-map/symbols/1"
+
+
+def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "symbols",
+        help="list kernel entry symbols of objects, archives, libraries, fatbins and cubins",
+        description="Print each file's unique kernel entry symbols, sorted. "
+        "Exit 0 when every input was read, 1 when some input is unreadable, 2 on usage errors.",
+        allow_abbrev=False,
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--json", action="store_true", help="one machine-readable record per file")
+    p.add_argument("--per-arch", action="store_true", help="group symbols by GPU architecture")
+    p.add_argument(
+        "--backend",
+        choices=("native", "cuobjdump"),
+        default="native",
+        help="reader to use (default: native, which needs no CUDA toolkit)",
+    )
+    p.add_argument(
+        "--cross-check",
+        action="store_true",
+        help="run both readers and report every difference (exit 1 if any)",
+    )
+    p.add_argument("--cuobjdump", metavar="EXE", help="cuobjdump to use (default: search)")
+    p.set_defaults(run=run)
+
+
+def _cuobjdump(explicit: str | None) -> Cuobjdump:
+    exe = find_cuobjdump(explicit)
+    if exe is None:
+        raise UsageError(
+            "cuobjdump not found",
+            "install it with `pip install nvidia-cuda-cuobjdump`, or pass --cuobjdump",
+        )
+    return Cuobjdump(exe)
+
+
+def run(args: argparse.Namespace) -> int:
+    need_cuobjdump = args.backend == "cuobjdump" or args.cross_check
+    tool = _cuobjdump(args.cuobjdump) if need_cuobjdump else None
+    reader = tool.read_kernels if tool and args.backend == "cuobjdump" else read_kernels
+    results = [reader(p) for p in args.paths]
+    differences = []
+    if args.cross_check and tool is not None:
+        other = tool.read_kernels if args.backend == "native" else read_kernels
+        second = "cuobjdump" if args.backend == "native" else "native"
+        for result in results:
+            for d in compare(result, other(result.path)):
+                differences.append(d.describe(args.backend, second))
+
+    if args.json:
+        document: dict[str, Any] = {
+            "schema": JSON_SCHEMA,
+            "tool": f"kernel-symbol-map {__version__}",
+            "backend": args.backend,
+            "files": [r.to_json(args.per_arch) for r in results],
+        }
+        if args.cross_check:
+            document["differences"] = differences
+        json.dump(document, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        for r in results:
+            _print(r, args.per_arch)
+
+    failures = [f for r in results for f in r.failures]
+    for f in failures:
+        error(f"{f.path}: {f.error}")
+    for d in differences:
+        error(f"differs: {d}")
+    return EXIT_INPUT if failures or differences else EXIT_OK
+
+
+def _print(result: Result, per_arch: bool, indent: str = "") -> None:
+    if result.error is not None:
+        return
+    symbols = result.symbols
+    archs = " ".join(result.archs)
+    print(f"{indent}{result.path}: {len(symbols)} kernels" + (f" [{archs}]" if archs else ""))
+    if result.members:
+        for m in result.members:
+            _print(m, per_arch, indent + "  ")
+        return
+    if per_arch:
+        for arch in sorted(result.kernels):
+            print(f"{indent}  {arch}:")
+            for name in sorted(result.kernels[arch]):
+                print(f"{indent}    {name}")
+    else:
+        for name in symbols:
+            print(f"{indent}  {name}")

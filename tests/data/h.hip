@@ -1,0 +1,9 @@
+#include <hip/hip_runtime.h>
+namespace ns { template <typename T> __global__ void tk(T* p) { p[0] = T(1); } }
+extern "C" __global__ void ck(int* p) { p[0] = 2; }
+__device__ int helper(int x) { return x + 1; }
+void launch(int* p, float* f) {
+  ns::tk<<<1, 1>>>(p);
+  ns::tk<<<1, 1>>>(f);
+  ck<<<1, 1>>>(p);
+}

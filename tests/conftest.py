@@ -67,3 +67,64 @@ def cuobjdumps() -> dict[str, str]:
     found = toolchains.cuobjdumps()
     require("13.4" in found and "13.5" in found and "x", "cuobjdump 13.4 and 13.5")
     return found
+
+
+HIP_ARCHS = ["--offload-arch=gfx90a", "--offload-arch=gfx1030"]
+CLANG_BARE = ["-x", "hip", "-nogpulib", "-nogpuinc", "-c", "h_bare.hip", *HIP_ARCHS]
+
+
+@pytest.fixture(scope="session")
+def hip_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """HIP objects from Debian's hipcc (clang-15) and clang-19, plus bundles rebuilt by the test.
+
+    clang-19 compiles ``h_bare.hip`` without HIP headers (Debian's match
+    clang-15); it is what can write compressed bundles and the new driver's
+    ``.llvm.offloading`` section.
+    """
+    hipcc = require(toolchains.hipcc(), "hipcc (Debian package hipcc)")
+    clang = require(toolchains.clang_hip(), "clang-19 (Debian packages clang-19, lld-19)")
+    out = tmp_path_factory.mktemp("hip")
+    env = {"HIP_PLATFORM": "amd"}
+    o = lambda name: ["-o", str(out / name)]  # noqa: E731
+    run_all(
+        [
+            [hipcc, "-c", "h.hip", *HIP_ARCHS, *o("hipcc.o")],
+            [hipcc, "-shared", "-fPIC", "h.hip", "h2.hip", "--offload-arch=gfx90a", *o("hipcc.so")],
+            [clang, *CLANG_BARE, *o("clang.o")],
+            [clang, *CLANG_BARE, "--offload-compress", *o("clang_zstd.o")],
+            [clang, *CLANG_BARE, "-fgpu-rdc", *o("clang_rdc.o")],
+            [clang, *CLANG_BARE, "-fgpu-rdc", "--offload-new-driver", *o("clang_new_driver_rdc.o")],
+            [clang, "-x", "hip", "-nogpulib", "-nogpuinc", "--cuda-device-only", "-c", "h_bare.hip",
+             "--offload-arch=gfx90a", *o("gfx90a.o")],
+            ["c++", "-c", "host.cpp", *o("host.o")],
+        ],
+        cwd=DATA,
+        env=env,
+    )
+    objcopy = "objcopy"
+    # A raw bundle file: the .hip_fatbin section on its own.
+    run([objcopy, "-O", "binary", "--only-section=.hip_fatbin", "hipcc.o", "raw.hipfb"], cwd=out)
+    # zlib CCOB: clang-19 writes only zstd, so recompress its bundle.
+    run([objcopy, "-O", "binary", "--only-section=.hip_fatbin", "clang_zstd.o", "zstd.hipfb"], cwd=out)
+    (out / "zlib.hipfb").write_bytes(recompress_ccob_zlib((out / "zstd.hipfb").read_bytes()))
+    run([objcopy, "--update-section", ".hip_fatbin=zlib.hipfb", "clang_zstd.o", "clang_zlib.o"], cwd=out)
+    # .llvm.offloading holding a finished code object, as clang-offload-packager writes it.
+    packager = str(Path(clang).resolve().parent / "clang-offload-packager")
+    run([packager, "-o", "image.bin",
+         "--image=file=gfx90a.o,triple=amdgcn-amd-amdhsa,arch=gfx90a,kind=hip"], cwd=out)
+    run([objcopy, "--add-section", ".llvm.offloading=image.bin", "host.o", "offloading.o"], cwd=out)
+    return {p.name: p for p in sorted(out.iterdir())}
+
+
+def recompress_ccob_zlib(ccob: bytes) -> bytes:
+    """The same bundle as a version-2 CCOB with method 0 (zlib)."""
+    import struct
+    import zlib
+
+    import zstandard
+
+    magic, version, method, total, size, digest = struct.unpack_from("<4sHHIIQ", ccob)
+    assert (magic, version, method) == (b"CCOB", 2, 1)
+    plain = zstandard.ZstdDecompressor().decompress(ccob[24:total], max_output_size=size)
+    stream = zlib.compress(plain)
+    return struct.pack("<4sHHIIQ", magic, 2, 0, 24 + len(stream), size, digest) + stream

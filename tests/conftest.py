@@ -94,7 +94,7 @@ def hip_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             [clang, *CLANG_BARE, "--offload-compress", *o("clang_zstd.o")],
             [clang, *CLANG_BARE, "-fgpu-rdc", *o("clang_rdc.o")],
             [clang, *CLANG_BARE, "-fgpu-rdc", "--offload-new-driver", *o("clang_new_driver_rdc.o")],
-            [clang, "-x", "hip", "-nogpulib", "-nogpuinc", "--cuda-device-only", "-c", "h_bare.hip",
+            [clang, "-x", "hip", "-nogpulib", "-nogpuinc", "--cuda-device-only", "--no-gpu-bundle-output", "-c", "h_bare.hip",
              "--offload-arch=gfx90a", *o("gfx90a.o")],
             ["c++", "-c", "host.cpp", *o("host.o")],
         ],

@@ -1,0 +1,146 @@
+"""Bad input: one clear line naming the file and the reason; no traceback, no hang."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fatbin_patch import patched, read_field
+
+from kernel_symbol_map import read_kernels
+
+
+def _cli(*paths: Path | str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kernel_symbol_map", "symbols", *map(str, paths)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+def _assert_one_line_errors(proc: subprocess.CompletedProcess[str], paths: list[Path]) -> None:
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == len(paths), lines
+    for line, path in zip(lines, paths):
+        assert line.startswith(f"ERROR {path}: "), line
+
+
+def test_empty_garbage_truncated_and_directory(cuda_corpus: dict[str, Path], tmp_path: Path) -> None:
+    obj = cuda_corpus["gencode3.o"].read_bytes()
+    cases = {
+        "empty.o": (b"", "empty file"),
+        "garbage.o": (os.urandom(4096).replace(b"\x7fELF", b"xxxx"), "not an ELF file, ar archive"),
+        "truncated-header.o": (obj[:40], "ELF header (64 bytes) runs past the end"),
+        "truncated-sections.o": (obj[: len(obj) // 2], "runs past the end"),
+    }
+    for name, (data, _) in cases.items():
+        (tmp_path / name).write_bytes(data)
+    for name, (_, reason) in cases.items():
+        r = read_kernels(tmp_path / name)
+        assert r.error is not None and reason in r.error, (name, r.error)
+    folder = tmp_path / "a-directory.o"
+    folder.mkdir()
+    assert read_kernels(folder).error == "is a directory"
+
+    paths = [tmp_path / n for n in cases] + [folder]
+    _assert_one_line_errors(_cli(*paths), paths)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("container.size", 1 << 40, "fatbin entries (1099511627776 bytes) runs past the end"),
+        ("entry.stored_size", 1 << 40, "payload (1099511627776 bytes) runs past its container"),
+        ("entry.header_size", 1 << 30, "runs past its container"),
+        ("entry.header_size", 8, "header size 8 is too small"),
+        ("entry.kind", 0x40, "unknown fatbin entry kind 64"),
+    ],
+)
+def test_fatbin_sizes_and_kinds_checked(
+    cuda_corpus: dict[str, Path], tmp_path: Path, field: str, value: int, reason: str
+) -> None:
+    bad = tmp_path / "bad.o"
+    bad.write_bytes(patched(cuda_corpus["gencode3.o"].read_bytes(), field, value))
+    r = read_kernels(bad)
+    assert r.error is not None and reason in r.error
+    _assert_one_line_errors(_cli(bad), [bad])
+
+
+def test_unknown_compression_bit_is_an_error_never_a_skip(cuda_corpus: dict[str, Path], tmp_path: Path) -> None:
+    data = cuda_corpus["rdc.o"].read_bytes()  # -rdc: the cubin is zstd-compressed
+    flags = read_field(data, "entry.flags")
+    assert flags & 0x8000
+    bad = tmp_path / "bad.o"
+    bad.write_bytes(patched(data, "entry.flags", (flags & ~0xF000) | 0x4000))
+    assert "unknown compression flags 0x4000" in (read_kernels(bad).error or "")
+
+
+def test_implausible_uncompressed_size_is_refused_before_allocating(
+    cuda_corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.o"
+    bad.write_bytes(patched(cuda_corpus["rdc.o"].read_bytes(), "entry.uncompressed_size", 1 << 60))
+    assert "implausible uncompressed size" in (read_kernels(bad).error or "")
+
+
+@pytest.mark.parametrize(("case", "entry", "method"), [("rdc.o", 0, 0x8000), ("compress_speed.o", 1, 0x2000)])
+def test_wrong_uncompressed_size_is_an_error(
+    cuda_corpus: dict[str, Path], tmp_path: Path, case: str, entry: int, method: int
+) -> None:
+    data = cuda_corpus[case].read_bytes()
+    assert read_field(data, "entry.flags", entry) & 0xF000 == method
+    if case == "compress_speed.o":  # its PTX is read only when no cubin is there
+        data = patched(data, "entry.kind", 8)  # the cubin becomes "LTO-IR"
+    size = read_field(data, "entry.uncompressed_size", entry)
+    bad = tmp_path / "bad.o"
+    bad.write_bytes(patched(data, "entry.uncompressed_size", size + 1, entry))
+    r = read_kernels(bad)
+    assert r.error is not None and "payload" in r.error, r.error
+
+
+def test_unreadable_file(cuda_corpus: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> None:
+    folder = tmp_path_factory.mktemp("unreadable")
+    folder.chmod(0o755)
+    locked = folder / "locked.o"
+    shutil.copy(cuda_corpus["gencode3.o"], locked)
+    locked.chmod(0)
+    if os.geteuid() != 0:
+        assert read_kernels(locked).error == "Permission denied"
+        return
+    # root reads anything: drop to nobody for the one command, as CI runs as root.
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is needed to drop root")
+    proc = subprocess.run(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+         sys.executable, "-m", "kernel_symbol_map", "symbols", str(locked)],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip() == f"ERROR {locked}: Permission denied"
+
+
+def test_fifo_does_not_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.o"
+    os.mkfifo(fifo)
+    assert read_kernels(fifo).error == "is not a regular file"
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.o"
+    _assert_one_line_errors(_cli(missing), [missing])
+
+
+def test_corrupt_archive_member_is_named(cuda_corpus: dict[str, Path], tmp_path: Path) -> None:
+    data = cuda_corpus["static.a"].read_bytes()
+    bad = tmp_path / "bad.a"
+    bad.write_bytes(patched(data, "container.size", 1 << 40))
+    r = read_kernels(bad)
+    assert [m.path for m in r.failures] == [f"{bad}(gencode3.o)"]
+    assert r.members[2].error is None

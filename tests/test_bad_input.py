@@ -103,27 +103,40 @@ def test_wrong_uncompressed_size_is_an_error(
     assert r.error is not None and "payload" in r.error, r.error
 
 
-def test_unreadable_file(cuda_corpus: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> None:
-    folder = tmp_path_factory.mktemp("unreadable")
-    folder.chmod(0o755)
-    locked = folder / "locked.o"
+def _as_nobody(argv: list[str]) -> tuple[int, str]:
+    """Run ``main(argv)`` in a forked child that dropped root (root reads any file); (exit code, stderr)."""
+    from kernel_symbol_map.cli import main
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 99
+        try:
+            sys.stderr = os.fdopen(write_end, "w")
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            code = main(argv)
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end) as err:
+        stderr = err.read()
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), stderr
+
+
+def test_unreadable_file(cuda_corpus: dict[str, Path], tmp_path: Path) -> None:
+    locked = tmp_path / "locked.o"
     shutil.copy(cuda_corpus["gencode3.o"], locked)
     locked.chmod(0)
-    if os.geteuid() != 0:
-        assert read_kernels(locked).error == "Permission denied"
-        return
-    # root reads anything: drop to nobody for the one command, as CI runs as root.
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("setpriv (util-linux) is needed to drop root")
-    proc = subprocess.run(
-        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
-         sys.executable, "-m", "kernel_symbol_map", "symbols", str(locked)],
-        capture_output=True, text=True, timeout=60, check=False,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
-    assert proc.returncode == 1, proc.stderr
-    assert proc.stderr.strip() == f"ERROR {locked}: Permission denied"
+    if os.geteuid() == 0:
+        code, stderr = _as_nobody(["symbols", str(locked)])
+    else:
+        proc = _cli(locked)
+        code, stderr = proc.returncode, proc.stderr
+    assert code == 1
+    assert stderr.strip() == f"ERROR {locked}: Permission denied"
 
 
 def test_fifo_does_not_hang(tmp_path: Path) -> None:

@@ -1,0 +1,93 @@
+"""The command line, called in-process through ``main([...])``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import toolchains
+
+from kernel_symbol_map import __version__
+from kernel_symbol_map.cli import main
+
+
+def test_symbols_text_is_sorted_and_unique(cuda_corpus: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["symbols", str(cuda_corpus["gencode3.o"])]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"{cuda_corpus['gencode3.o']}: 5 kernels [sm_100 sm_80 sm_90]"
+    names = [line.strip() for line in lines[1:]]
+    assert names == sorted(set(names)) and len(names) == 5
+
+
+def test_symbols_json_record_per_file(cuda_corpus: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [str(cuda_corpus["gencode3.o"]), str(cuda_corpus["lto_only.o"]), str(cuda_corpus["static.a"])]
+    assert main(["symbols", "--json", "--per-arch", *paths]) == 1
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["schema"] == "kernel-symbol-map/symbols/1"
+    assert doc["tool"] == f"kernel-symbol-map {__version__}"
+    first, lto, archive = doc["files"]
+    assert set(first) == {"path", "archs", "symbols", "error", "per_arch"}
+    assert first["archs"] == ["sm_100", "sm_80", "sm_90"] and first["error"] is None
+    assert all(v == first["symbols"] for v in first["per_arch"].values())
+    assert lto["symbols"] == [] and "before device link" in lto["error"]
+    assert [Path(m["path"]).name for m in archive["members"]][-1] == "static.a(host.o)"
+    assert captured.err.strip().splitlines() == [f"ERROR {paths[1]}: {lto['error']}"]
+
+
+def test_backend_cuobjdump(cuda_corpus: dict[str, Path], cuobjdumps: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    obj = str(cuda_corpus["gencode3.o"])
+    assert main(["symbols", obj]) == 0
+    native = capsys.readouterr().out
+    assert main(["symbols", "--backend", "cuobjdump", "--cuobjdump", cuobjdumps["13.4"], obj]) == 0
+    assert capsys.readouterr().out == native
+
+
+def test_cross_check_agrees(cuda_corpus: dict[str, Path], cuobjdumps: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [str(cuda_corpus[n]) for n in ("gencode3.o", "static.a", "shared.so", "ptx_only.o")]
+    assert main(["symbols", "--cross-check", "--json", "--cuobjdump", cuobjdumps["13.5"], *paths]) == 0
+    assert json.loads(capsys.readouterr().out)["differences"] == []
+
+
+def test_cross_check_reports_a_difference(
+    hip_corpus: dict[str, Path], cuobjdumps: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    hip = str(hip_corpus["hipcc.o"])
+    assert main(["symbols", "--cross-check", "--cuobjdump", cuobjdumps["13.5"], hip]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"ERROR differs: {hip}: native error: None; cuobjdump error:")
+
+
+def test_missing_cuobjdump_is_a_usage_error(
+    cuda_corpus: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("kernel_symbol_map.cli.symbols.find_cuobjdump", lambda explicit: None)
+    assert main(["symbols", "--backend", "cuobjdump", str(cuda_corpus["gencode3.o"])]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "ERROR cuobjdump not found" and err[1].startswith("TIP ")
+
+
+@pytest.mark.parametrize(
+    "argv", [["symbols"], ["symbols", "--backend", "nope", "x.o"], ["symbols", "--bogus", "x.o"], ["nope"], []]
+)
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        code = main(argv)
+        raise SystemExit(code)
+    assert exc.value.code == 2
+
+
+def test_module_entry_point_and_version() -> None:
+    out = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"kernel-symbol-map {__version__}"
+
+
+def test_demo_compiles_the_example(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    toolchains.require(toolchains.nvcc(), "nvcc")
+    assert main(["demo", "--workdir", str(tmp_path), "--archs", "80"]) == 0
+    out = capsys.readouterr().out
+    assert "activation.cu.o: 2 kernels [sm_80]" in out
+    assert "_ZN4demo12scale_kernelIfEEvPT_PKS1_S1_i" in out and "sum_kernel" in out

@@ -7,6 +7,7 @@ allocated: a corrupt header must not turn into a gigabyte allocation.
 
 from __future__ import annotations
 
+import threading
 import zlib as _zlib
 
 import lz4.block
@@ -15,6 +16,17 @@ import zstandard
 # Real cubins and code objects compress 2-20x and stay far below these.
 MAX_SIZE = 1 << 30
 MAX_RATIO = 1024
+
+
+_local = threading.local()
+
+
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    """One per thread: a decompressor is not thread-safe, and making one per payload costs."""
+    d = getattr(_local, "zstd", None)
+    if d is None:
+        d = _local.zstd = zstandard.ZstdDecompressor()
+    return d
 
 
 class DecompressError(Exception):
@@ -38,7 +50,7 @@ def zstd(raw: bytes, size: int) -> bytes:
         declared = zstandard.frame_content_size(raw)
         if declared not in (-1, size):
             raise DecompressError(f"zstd frame declares {declared} bytes, header says {size}")
-        return _exact(zstandard.ZstdDecompressor().decompress(raw, max_output_size=size), size)
+        return _exact(_zstd_decompressor().decompress(raw, max_output_size=size), size)
     except zstandard.ZstdError as e:
         raise DecompressError(f"zstd: {e}") from None
 

@@ -13,10 +13,6 @@ STO_CUDA_ENTRY = 0x10
 _PTX_ENTRY = regex.compile(rb"^\s*(?:\.(?:visible|weak|extern)\s+)*\.entry\s+([\w$%.]+)", regex.M)
 
 
-def _is_entry(info: int, other: int, shndx: int) -> bool:
-    return info & 0xF == STT_FUNC and other & STO_CUDA_ENTRY != 0 and shndx != SHN_UNDEF
-
-
 def cubin_kernels(blob: Blob) -> frozenset[str]:
     """Defined ``STT_FUNC`` symbols marked STO_CUDA_ENTRY: what the driver can launch."""
     elf = ElfFile(blob)
@@ -25,7 +21,11 @@ def cubin_kernels(blob: Blob) -> frozenset[str]:
     table = elf.symbol_table(SHT_SYMTAB)
     if table is None:
         return frozenset()
-    return frozenset(s.name for s in elf.iter_symbols(table, _is_entry))
+    return frozenset(
+        s.name
+        for s in elf.iter_symbols(table, other_mask=STO_CUDA_ENTRY)
+        if s.type == STT_FUNC and s.shndx != SHN_UNDEF
+    )
 
 
 def ptx_entries(blob: Blob, text: bytes) -> frozenset[str]:

@@ -38,6 +38,7 @@ HIP_BUNDLE_SECTION_PREFIX = "__CLANG_OFFLOAD_BUNDLE__"  # -fgpu-rdc objects
 OFFLOADING_SECTION = ".llvm.offloading"
 BEFORE_LINK = "no kernels can be listed before device link"
 _EFLAGS = struct.Struct("<I")
+_CLANG_SECTION_MARKERS = (HIP_SECTION, HIP_BUNDLE_SECTION_PREFIX, OFFLOADING_SECTION)
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,8 @@ def _from_elf(blob: Blob, code: _DeviceCode) -> None:
         if section is not None:
             _from_fatbin(elf.window(section), code)
             break
+    if not any(elf.has_section_name_containing(n.encode()) for n in _CLANG_SECTION_MARKERS):
+        return
     for section in elf.sections:
         if section.name == HIP_SECTION:
             _from_bundles(elf.window(section), code)

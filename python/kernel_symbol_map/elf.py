@@ -1,17 +1,17 @@
 """A small ELF64 little-endian reader: headers, sections and symbol tables.
 
 Hand-written on purpose: pyelftools builds a construct object per symbol, and
-``bench/bench_elf.py`` measured it at several times the cost of these
-``struct.iter_unpack`` loops on cubin symbol tables (the figure is in the
-README), above the 1.5x budget issue 2 set. We need four structures, so the
-reader stays small. Layouts follow the System V gABI names.
+``bench/bench_symbols.py`` measured it at 72x the cost of this reader on the
+same cubin symbol tables (README, "Figures"), far above the 1.5x budget issue 2
+set. We need four structures, so the reader stays small. Layouts follow the
+System V gABI names.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
-from functools import cached_property
+from collections.abc import Iterator
+from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 from ._blob import Blob
@@ -90,9 +90,10 @@ class ElfFile:
         )
 
     @cached_property
-    def sections(self) -> tuple[Section, ...]:
+    def _table(self) -> tuple[list[tuple], bytes]:
+        """Raw section headers and the section name table; names are decoded only on demand."""
         if not self._shoff:
-            return ()
+            return [], b""
         shnum, shstrndx = self._shnum, self._shstrndx
         if shnum == 0 or shstrndx == SHN_XINDEX:  # counts too large for the ELF header
             first = self._raw_header(0)
@@ -103,21 +104,33 @@ class ElfFile:
         if not 0 <= shstrndx < shnum:
             raise self.blob.error(f"section name table index {shstrndx} out of range")
         names_hdr = raw[shstrndx]
-        names = self.blob.read(names_hdr[4], names_hdr[5], "section name table")
-        return tuple(
-            Section(i, _cstring(self.blob, names, h[0], "section name"), h[1], h[4], h[5], h[6])
-            for i, h in enumerate(raw)
-        )
+        return raw, self.blob.read(names_hdr[4], names_hdr[5], "section name table")
+
+    def _section(self, index: int, name: str | None = None) -> Section:
+        raw, names = self._table
+        if not 0 <= index < len(raw):
+            raise self.blob.error(f"section index {index} out of range")
+        h = raw[index]
+        if name is None:
+            name = _cstring(self.blob, names, h[0], "section name")
+        return Section(index, name, h[1], h[4], h[5], h[6])
 
     @cached_property
-    def _by_name(self) -> dict[str, Section]:
-        found: dict[str, Section] = {}
-        for s in self.sections:
-            found.setdefault(s.name, s)
-        return found
+    def sections(self) -> tuple[Section, ...]:
+        return tuple(self._section(i) for i in range(len(self._table[0])))
 
     def section(self, name: str) -> Section | None:
-        return self._by_name.get(name)
+        """The first section called ``name``, found without decoding the other names."""
+        raw, names = self._table
+        wanted = name.encode() + b"\0"
+        for i, h in enumerate(raw):
+            if names.startswith(wanted, h[0]):
+                return self._section(i, name)
+        return None
+
+    def has_section_name_containing(self, fragment: bytes) -> bool:
+        """A cheap pre-check before walking every section's name."""
+        return fragment in self._table[1]
 
     def window(self, section: Section) -> Blob:
         if section.type == SHT_NOBITS:
@@ -129,25 +142,47 @@ class ElfFile:
 
     def symbol_table(self, *types: int) -> Section | None:
         """The first section of one of ``types`` (e.g. SHT_SYMTAB, then SHT_DYNSYM)."""
+        raw = self._table[0]
         for wanted in types:
-            for s in self.sections:
-                if s.type == wanted:
-                    return s
+            for i, h in enumerate(raw):
+                if h[1] == wanted:
+                    return self._section(i)
         return None
 
-    def iter_symbols(
-        self, table: Section, where: Callable[[int, int, int], bool] | None = None
-    ) -> Iterator[Symbol]:
-        """Symbols of ``table``; ``where(info, other, shndx)`` filters before names are decoded."""
+    def iter_symbols(self, table: Section, other_mask: int = 0) -> Iterator[Symbol]:
+        """Symbols of ``table``; with ``other_mask``, only those whose ``st_other`` has one of its bits.
+
+        The mask is applied to a strided slice of the table at C speed, so a
+        cubin's thousands of section symbols cost no Python work.
+        """
         if table.size % Elf64_Sym.size:
             raise self.blob.error(f"symbol table {table.name} size is not a multiple of 24")
-        if not 0 <= table.link < len(self.sections):
-            raise self.blob.error(f"symbol table {table.name} links to missing section {table.link}")
         data = self.read(table)
-        strings = self.read(self.sections[table.link])
-        for name, info, other, shndx, _value, _size in Elf64_Sym.iter_unpack(data):
-            if where is None or where(info, other, shndx):
-                yield Symbol(_cstring(self.blob, strings, name, "symbol name"), info, other, shndx)
+        strings = self.read(self._section(table.link))
+        if other_mask:
+            indices = _matching(data[_ST_OTHER :: Elf64_Sym.size], other_mask)
+        else:
+            indices = range(len(data) // Elf64_Sym.size)
+        for i in indices:
+            name, info, other, shndx, _value, _size = Elf64_Sym.unpack_from(data, i * Elf64_Sym.size)
+            yield Symbol(_cstring(self.blob, strings, name, "symbol name"), info, other, shndx)
+
+
+_ST_OTHER = 5  # offset of st_other in Elf64_Sym
+
+
+@lru_cache(maxsize=8)
+def _mask_table(mask: int) -> bytes:
+    return bytes(1 if b & mask else 0 for b in range(256))
+
+
+def _matching(column: bytes, mask: int) -> Iterator[int]:
+    """Indices of the bytes in ``column`` that share a bit with ``mask``."""
+    flags = column.translate(_mask_table(mask))
+    at = flags.find(1)
+    while at >= 0:
+        yield at
+        at = flags.find(1, at + 1)
 
 
 def _cstring(blob: Blob, table: bytes, offset: int, what: str) -> str:

@@ -99,8 +99,8 @@ def code_object_kernels(blob: Blob) -> frozenset[str]:
     cut = len(KERNEL_DESCRIPTOR_SUFFIX)
     return frozenset(
         s.name[:-cut]
-        for s in elf.iter_symbols(table, lambda _info, _other, shndx: shndx != SHN_UNDEF)
-        if s.name.endswith(KERNEL_DESCRIPTOR_SUFFIX)
+        for s in elf.iter_symbols(table)
+        if s.shndx != SHN_UNDEF and s.name.endswith(KERNEL_DESCRIPTOR_SUFFIX)
     )
 
 

@@ -15,7 +15,7 @@ from ..devicecode import read_kernels
 from ..errors import ToolError
 from ..toolchain import find_nvcc
 from ._output import EXIT_INPUT, EXIT_OK, UsageError, error
-from .symbols import _print
+from .symbols import print_result
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "cuda_ext"
 DEFAULT_ARCHS = "80,90"
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             )
         results = [read_kernels(o) for o in objects]
         for r in results:
-            _print(r, per_arch=False)
+            print_result(r, per_arch=False)
     failures = [f for r in results for f in r.failures]
     for f in failures:
         error(f"{f.path}: {f.error}")

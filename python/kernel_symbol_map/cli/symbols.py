@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         for r in results:
-            _print(r, args.per_arch)
+            print_result(r, args.per_arch)
 
     failures = [f for r in results for f in r.failures]
     for f in failures:
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_INPUT if failures or differences else EXIT_OK
 
 
-def _print(result: Result, per_arch: bool, indent: str = "") -> None:
+def print_result(result: Result, per_arch: bool, indent: str = "") -> None:
     if result.error is not None:
         return
     symbols = result.symbols
@@ -97,7 +97,7 @@ def _print(result: Result, per_arch: bool, indent: str = "") -> None:
     print(f"{indent}{result.path}: {len(symbols)} kernels" + (f" [{archs}]" if archs else ""))
     if result.members:
         for m in result.members:
-            _print(m, per_arch, indent + "  ")
+            print_result(m, per_arch, indent + "  ")
         return
     if per_arch:
         for arch in sorted(result.kernels):

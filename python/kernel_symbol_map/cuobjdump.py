@@ -169,8 +169,7 @@ class Cuobjdump:
     def _read(self, path: str) -> Result:
         if os.path.isdir(path):
             raise FormatError(path, "is a directory")
-        removed: set[str] = set()
-        listing = self._symbols(path, removed)
+        listing = self._symbols(path)
         if listing is None:  # "does not contain device code"
             _refuse_other_device_code(path)
             return Result(path)
@@ -192,7 +191,7 @@ class Cuobjdump:
             raise ToolError([self.executable, *args], lines[-1] if lines else "failed", proc.returncode)
         return proc
 
-    def _symbols(self, path: str, removed: set[str]) -> dict[str, _Member] | None:
+    def _symbols(self, path: str) -> dict[str, _Member] | None:
         proc = self._run("-symbols", path)
         message = proc.stderr + proc.stdout
         if proc.returncode != 0 and NO_DEVICE_CODE in message:

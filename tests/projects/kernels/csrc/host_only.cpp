@@ -1,0 +1,2 @@
+#include "kernels/common.h"
+int host_only_warp() { return kernels::kWarp; }

@@ -1,0 +1,2 @@
+#pragma once
+namespace kernels { constexpr int kWarp = 32; }

@@ -36,3 +36,11 @@ class ToolError(KernelSymbolMapError):
         self.returncode = returncode
         rc = f" (exit {returncode})" if returncode is not None else ""
         super().__init__(f"{shlex.join(self.command)}{rc}: {what}")
+
+
+class BuildTreeError(KernelSymbolMapError):
+    """A CMake build tree cannot be read: no reply, a missing or corrupt file, an ambiguous pairing."""
+
+
+class MapError(KernelSymbolMapError):
+    """A map file is not a valid version-1 kernel symbol map."""

@@ -1,0 +1,240 @@
+"""The build-tree model: every object of every target, with its source and header deps.
+
+Everything comes from what CMake and the build tools wrote: targets and
+sources from the file-API reply (or the CMake package's object lists inside a
+running build), exact (source, object) pairs from the compile database or
+DependInfo.cmake, and deps from ninja's deps log or the compilers' depfiles.
+Nothing is found by scanning for ``*.o``, so stale objects on disk never count.
+An object whose deps cannot be trusted carries an ``error``; the map writer
+then fails closed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import compdb, dependinfo, fileapi, pairing
+from .errors import BuildTreeError
+from .makedeps import read_depfile
+from .ninjadeps import NinjaDeps, stale
+
+INSIDE_BUILD_ENV = "KERNEL_SYMBOL_MAP_INSIDE_BUILD"
+_LANGUAGE_BY_SUFFIX = {".cu": "CUDA", ".hip": "HIP", ".c": "C"}
+
+
+@dataclass(frozen=True)
+class TreeObject:
+    target: str
+    object: Path
+    source: Path | None  # None for a device-link object
+    language: str
+    deps: tuple[Path, ...] = ()
+    error: str | None = None
+    device_link: bool = False
+
+
+@dataclass(frozen=True)
+class BuildTree:
+    build_dir: Path
+    source_root: Path
+    generator: str
+    cmake_version: str
+    cuda_version: str
+    objects: tuple[TreeObject, ...]
+    pairing: str  # where (source, object, target) came from
+    deps_from: str  # "ninja_deps" or "depfiles"
+    notes: tuple[str, ...] = field(default=())
+
+
+@dataclass
+class _Pair:
+    source: Path
+    object: Path
+    depfile: Path | None = None
+
+
+def _language(path: Path) -> str:
+    return _LANGUAGE_BY_SUFFIX.get(path.suffix, "CXX")
+
+
+def load(
+    build_dir: Path,
+    *,
+    inside_build: bool = False,
+    targets: list[str] | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+) -> BuildTree:
+    build_dir = build_dir.resolve()
+    cache = fileapi.read_cmake_cache(build_dir)
+    generator = cache.get("CMAKE_GENERATOR", "")
+    notes: list[str] = []
+
+    reply = _reply(build_dir, inside_build, log, notes)
+    listed = pairing.read_package_lists(build_dir)
+    if reply is None and listed is None:
+        raise BuildTreeError(
+            f"{build_dir}: no current file-API reply and no object lists from the CMake package"
+        )
+    source_root = reply.source_root if reply else Path(cache.get("CMAKE_HOME_DIRECTORY", build_dir))
+
+    pairs, groups, how = _pairs(build_dir, generator, cache)
+    by_object = {p.object: p for p in pairs}
+    languages: dict[Path, str] = {}
+    members: dict[str, list[_Pair | str]] = defaultdict(list)  # target -> pairs, or errors
+    if listed is not None:
+        how = f"object-lists+{how}"
+        for t in listed.values():
+            for obj in t.objects:
+                pair = by_object.get(obj)
+                members[t.name].append(pair or f"{obj}: listed for {t.name} but not in the {how} pairs")
+    else:
+        assert reply is not None
+        for group, target in pairing.match_groups(groups, reply).items():
+            group_pairs = [p for p in pairs if pairing.group_dir(p.object) == group]
+            if isinstance(target, str):
+                members[f"<unknown {group.name}>"].extend(target for _ in group_pairs)
+            else:
+                members[target.name].extend(group_pairs)
+    if reply is not None:
+        for t in reply.targets:
+            languages.update(pairing.compiled_sources(t, source_root))
+
+    known = set(members) | ({t.name for t in reply.targets} if reply else set())
+    if targets:
+        unknown = sorted(set(targets) - known)
+        if unknown:
+            raise BuildTreeError(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        members = {k: v for k, v in members.items() if k in targets}
+
+    deps = _deps_reader(build_dir, generator)
+    objects: list[TreeObject] = []
+    for target, items in sorted(members.items()):
+        built: list[TreeObject] = []
+        for item in items:
+            if isinstance(item, str):
+                objects.append(TreeObject(target, Path(item.split(":", 1)[0]), None, "", error=item))
+                continue
+            found, error = deps(item)
+            language = languages.get(item.source) or _language(item.source)
+            built.append(TreeObject(target, item.object, item.source, language, found, error))
+        objects += built
+        objects += _device_link(build_dir, generator, target, built)
+
+    compiler = (reply.compilers.get("CUDA") or {}) if reply else {}
+    return BuildTree(
+        build_dir=build_dir,
+        source_root=source_root,
+        generator=generator,
+        cmake_version=reply.cmake_version if reply else cache.get("CMAKE_COMMAND", ""),
+        cuda_version=str(compiler.get("version", "")),
+        objects=tuple(sorted(objects, key=lambda o: (o.target, str(o.object)))),
+        pairing=how,
+        deps_from="ninja_deps" if "Ninja" in generator else "depfiles",
+        notes=tuple(notes),
+    )
+
+
+def _reply(build_dir: Path, inside_build: bool, log: Callable[[str], None], notes: list[str]) -> fileapi.Reply | None:
+    if fileapi.reply_is_current(build_dir):
+        return fileapi.read_reply(build_dir)
+    if inside_build:
+        # Never re-run CMake under a running build: the object lists and logs suffice.
+        fileapi.write_query(build_dir)
+        notes.append("no current file-API reply inside the build; used the CMake package's object lists")
+        return None
+    command = fileapi.refresh(build_dir)
+    log(f"re-ran {' '.join(command)} to answer the file-API query")
+    notes.append("re-ran CMake to refresh the file-API reply")
+    return fileapi.read_reply(build_dir)
+
+
+def _pairs(build_dir: Path, generator: str, cache: dict[str, str]) -> tuple[list[_Pair], dict[Path, set[Path]], str]:
+    """(pairs, group dir -> its sources, where they came from)."""
+    if "Ninja" in generator:
+        entries = compdb.from_compile_commands(build_dir)
+        how = "compile_commands"
+        if entries is None:
+            ninja = cache.get("CMAKE_MAKE_PROGRAM") or "ninja"
+            entries = compdb.from_ninja(build_dir, ninja)
+            how = "ninja-compdb"
+        pairs = [_Pair(e.source, e.object) for e in entries]
+        groups: dict[Path, set[Path]] = defaultdict(set)
+        for p in pairs:
+            groups[pairing.group_dir(p.object)].add(p.source)
+        return pairs, dict(groups), how
+    if "Makefiles" in generator:
+        pairs, groups = [], {}
+        for info in dependinfo.dependinfo_files(build_dir):
+            found = dependinfo.read_dependinfo(info, build_dir)
+            groups[pairing.group_dir(info)] = {m.source for m in found}
+            pairs += [_Pair(m.source, m.object, m.depfile) for m in found]
+        return pairs, groups, "DependInfo"
+    raise BuildTreeError(f"{build_dir}: generator {generator!r} is not supported (use Ninja or Unix Makefiles)")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    return a == b or os.path.realpath(a) == os.path.realpath(b)
+
+
+def _deps_reader(build_dir: Path, generator: str) -> Callable[[_Pair], tuple[tuple[Path, ...], str | None]]:
+    """A function giving an object's deps, or why they cannot be trusted."""
+    if "Ninja" in generator:
+        log_error, log = None, None
+        try:
+            log = NinjaDeps(build_dir / ".ninja_deps")
+        except BuildTreeError as e:
+            log_error = str(e)
+
+        def ninja(pair: _Pair) -> tuple[tuple[Path, ...], str | None]:
+            if log is None:
+                return (), log_error
+            rel = os.path.relpath(pair.object, build_dir)
+            record = log.lookup(rel) or log.lookup(str(pair.object))
+            if record is None:
+                return (), "no deps record in .ninja_deps (object not built by this ninja?)"
+            why = stale(record, pair.object)
+            deps = tuple(compdb.absolute(d, build_dir) for d in record.deps)
+            return _checked(pair, deps, why)
+
+        return ninja
+
+    def depfile(pair: _Pair) -> tuple[tuple[Path, ...], str | None]:
+        assert pair.depfile is not None
+        if not pair.object.exists():
+            return (), "object is missing"
+        try:
+            listed = read_depfile(pair.depfile, os.path.relpath(pair.object, build_dir))
+        except BuildTreeError as e:
+            return (), str(e)
+        return _checked(pair, tuple(compdb.absolute(d, build_dir) for d in listed), None)
+
+    return depfile
+
+
+def _checked(pair: _Pair, deps: tuple[Path, ...], why: str | None) -> tuple[tuple[Path, ...], str | None]:
+    if why:
+        return deps, why
+    if not any(_same_file(d, pair.source) for d in deps):
+        return deps, f"deps record does not list the object's own source {pair.source}"
+    return deps, None
+
+
+def _device_link(build_dir: Path, generator: str, target: str, built: list[TreeObject]) -> list[TreeObject]:
+    """The target's ``cmake_device_link.o``, whose deps are those of the objects it links."""
+    if not built:
+        return []
+    groups = {pairing.group_dir(o.object) for o in built}
+    found = pairing.device_link_objects(build_dir, generator, groups)
+    out = []
+    for obj in sorted(found):
+        linked = [o for o in built if o.language == "CUDA"]
+        errors = [f"{o.object.name}: {o.error}" for o in linked if o.error]
+        deps = tuple(sorted({d for o in linked for d in (o.deps or ())} | {o.source for o in linked if o.source}))
+        error = None if obj.exists() else "object is missing"
+        error = error or ("; ".join(errors) if errors else None)
+        out.append(TreeObject(target, obj, None, "CUDA", deps, error, device_link=True))
+    return out

@@ -1,0 +1,54 @@
+"""The Makefile generator's ``DependInfo.cmake`` files: per target, (source, object, depfile).
+
+``CMakeFiles/Makefile.cmake`` lists every target's DependInfo file; each holds
+``CMAKE_DEPENDS_DEPENDENCY_FILES`` as quadruples ``source object format depfile``,
+paths relative to the top build directory. Hand-written: these are CMake
+``set()`` calls with quoted arguments, nothing more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import regex
+
+from .compdb import absolute
+from .errors import BuildTreeError
+
+_SET = regex.compile(r"set\(\s*(\w+)((?:\s+\"(?:[^\"\\]|\\.)*\")*)\s*\)", regex.S)
+_QUOTED = regex.compile(r"\"((?:[^\"\\]|\\.)*)\"")
+
+
+@dataclass(frozen=True)
+class MakeObject:
+    source: Path
+    object: Path
+    depfile: Path
+
+
+def _lists(path: Path) -> dict[str, list[str]]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as e:
+        raise BuildTreeError(f"{path}: {e.strerror or e}") from None
+    return {m.group(1): _QUOTED.findall(m.group(2)) for m in _SET.finditer(text)}
+
+
+def dependinfo_files(build_dir: Path) -> list[Path]:
+    path = build_dir / "CMakeFiles" / "Makefile.cmake"
+    files = _lists(path).get("CMAKE_DEPEND_INFO_FILES")
+    if files is None:
+        raise BuildTreeError(f"{path}: no CMAKE_DEPEND_INFO_FILES; not a Makefile build tree?")
+    return [absolute(f, build_dir) for f in files]
+
+
+def read_dependinfo(path: Path, build_dir: Path) -> list[MakeObject]:
+    items = _lists(path).get("CMAKE_DEPENDS_DEPENDENCY_FILES", [])
+    if len(items) % 4:
+        raise BuildTreeError(f"{path}: CMAKE_DEPENDS_DEPENDENCY_FILES is not in fours")
+    return [
+        MakeObject(absolute(src, build_dir), absolute(obj, build_dir), absolute(dep, build_dir))
+        for src, obj, _format, dep in zip(*[iter(items)] * 4)
+        if obj.endswith((".o", ".obj"))
+    ]

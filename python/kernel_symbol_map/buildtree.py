@@ -130,7 +130,7 @@ def load(
         source_root=source_root,
         generator=generator,
         cmake_version=reply.cmake_version if reply else cache.get("CMAKE_COMMAND", ""),
-        cuda_version=str(compiler.get("version", "")),
+        cuda_version=".".join(str(compiler.get("version", "")).split(".")[:2]),  # "13.0", as the seed wrote
         objects=tuple(sorted(objects, key=lambda o: (o.target, str(o.object)))),
         pairing=how,
         deps_from="ninja_deps" if "Ninja" in generator else "depfiles",

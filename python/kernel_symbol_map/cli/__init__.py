@@ -11,15 +11,17 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from . import _output, demo, symbols
+from . import _output, build, demo, show, symbols
 
-COMMANDS = (symbols, demo)
+COMMANDS = (symbols, build, show, demo)
 
 EPILOG = """\
 examples:
   kernel-symbol-map symbols build/CMakeFiles/_C.dir/csrc/ops.cu.o
   kernel-symbol-map symbols --json --per-arch libkernels.so
   kernel-symbol-map symbols --cross-check build/**/*.o
+  kernel-symbol-map build --build-dir build --out dist/kernel_symbol_map.json.gz
+  kernel-symbol-map show dist/kernel_symbol_map.json.gz
   kernel-symbol-map demo
 """
 

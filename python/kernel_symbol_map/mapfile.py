@@ -1,0 +1,166 @@
+"""The map file: kernel_symbol_map.json.gz, format version 1 (the seed script's contract).
+
+Version 1's fields and types are kept exactly: ``version``, ``commit``,
+``cuda``, ``generated_at``, ``build_dirs``, ``incomplete``, ``errors[{object,
+source, error}]``, ``objects[{source, target, object, device, symbols, deps,
+error?}]``, ``stats`` and ``reason``. Added fields (consumers ignore them):
+``backend``, ``generator``, ``cmake_version``, ``tool``, ``pairing``,
+``deps_from``, and per object ``archs`` (and ``device_link`` on device-link
+objects).
+
+Writes are atomic (a temporary file in the same folder, then a rename) and,
+with ``SOURCE_DATE_EPOCH`` set, reproducible: ``generated_at`` comes from it,
+the gzip header carries no time and ``stats.seconds`` is 0.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import io
+import json
+import os
+import subprocess
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+from .errors import MapError
+
+VERSION = 1
+COMMIT_VARIABLES = ("BUILDKITE_COMMIT", "GITHUB_SHA", "CI_COMMIT_SHA", "VLLM_BUILD_COMMIT")
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "version": int,
+    "commit": str,
+    "cuda": str,
+    "generated_at": str,
+    "build_dirs": list,
+    "incomplete": bool,
+    "errors": list,
+    "objects": list,
+    "stats": dict,
+}
+_OBJECT_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "source": str,
+    "target": str,
+    "object": str,
+    "device": bool,
+    "symbols": list,
+    "deps": list,
+}
+
+
+def relpath(path: str | os.PathLike[str], source_root: Path) -> str:
+    """Relative to the source root when inside it, else absolute (FetchContent, CUDA headers)."""
+    p = Path(os.path.normpath(path))
+    try:
+        return p.relative_to(source_root).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+def source_date_epoch() -> int | None:
+    value = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def generated_at() -> str:
+    epoch = source_date_epoch()
+    when = dt.datetime.fromtimestamp(epoch, dt.timezone.utc) if epoch is not None else dt.datetime.now(dt.timezone.utc)
+    return when.isoformat(timespec="seconds")
+
+
+def resolve_commit(explicit: str | None, source_root: Path) -> str:
+    """``--commit``, else a CI variable, else ``git rev-parse HEAD`` of the source root, else ""."""
+    if explicit:
+        return explicit
+    for name in COMMIT_VARIABLES:
+        if os.environ.get(name):
+            return os.environ[name]
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(source_root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def fail_closed(document: dict[str, Any], what: str = "unreadable") -> None:
+    """Empty ``objects`` when any object failed: a partial map would let a consumer drop tests."""
+    errors = document["errors"]
+    if not errors:
+        return
+    document["incomplete"] = True
+    document["objects"] = []
+    first = errors[0]
+    document["reason"] = f"{len(errors)} objects {what}, e.g. {first['object']}: {first['error']}"
+
+
+def encode(document: dict[str, Any]) -> bytes:
+    """Gzipped JSON; without a time in the gzip header when SOURCE_DATE_EPOCH is set."""
+    raw = json.dumps(document, separators=(",", ":")).encode()
+    buffer = io.BytesIO()
+    mtime = 0 if source_date_epoch() is not None else None
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=mtime, compresslevel=9) as f:
+        f.write(raw)
+    return buffer.getvalue()
+
+
+def write(document: dict[str, Any], out: Path) -> int:
+    """Write atomically: the old map stays intact until the complete new one replaces it."""
+    data = encode(document)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(data)
+
+
+def read(path: Path) -> dict[str, Any]:
+    """A version-1 map; anything else is a one-line :class:`MapError`."""
+    try:
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise MapError(f"{path}: is a directory") from None
+    except OSError as e:
+        raise MapError(f"{path}: {e.strerror or e}") from None
+    try:
+        text = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error):
+        raise MapError(f"{path}: not a gzip file") from None
+    try:
+        document = json.loads(text)
+    except ValueError as e:
+        raise MapError(f"{path}: not JSON ({e})") from None
+    validate(document, str(path))
+    return document
+
+
+def validate(document: Any, where: str) -> None:
+    if not isinstance(document, dict):
+        raise MapError(f"{where}: the map is not a JSON object")
+    if document.get("version") != VERSION:
+        raise MapError(f"{where}: unknown map version {document.get('version')!r} (expected {VERSION})")
+    for key, kind in _REQUIRED.items():
+        if not isinstance(document.get(key), kind):
+            raise MapError(f"{where}: field {key!r} is missing or of the wrong type")
+    for i, obj in enumerate(document["objects"]):
+        if not isinstance(obj, dict):
+            raise MapError(f"{where}: objects[{i}] is not an object")
+        for key, kind in _OBJECT_FIELDS.items():
+            if not isinstance(obj.get(key), kind):
+                raise MapError(f"{where}: objects[{i}].{key} is missing or of the wrong type")
+        if not all(isinstance(s, str) for s in obj["symbols"] + obj["deps"]):
+            raise MapError(f"{where}: objects[{i}] has a non-string symbol or dep")
+    if "reason" in document and not isinstance(document["reason"], str):
+        raise MapError(f"{where}: field 'reason' is not a string")

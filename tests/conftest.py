@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import projects
 import toolchains
 from toolchains import DATA, require, run, run_all
 
@@ -128,3 +129,31 @@ def recompress_ccob_zlib(ccob: bytes) -> bytes:
     plain = zstandard.ZstdDecompressor().decompress(ccob[24:total], max_output_size=size)
     stream = zlib.compress(plain)
     return struct.pack("<4sHHIIQ", magic, 2, 0, 24 + len(stream), size, digest) + stream
+
+
+def _build_configs() -> list[tuple[str, str, tuple[str, ...]]]:
+    """(cmake label, generator, extra args): both generators on CMake 3.25 and on the newest CMake,
+    the newest with CMAKE_INTERMEDIATE_DIR_STRATEGY=SHORT (hashed object names)."""
+    short = ("-DCMAKE_INTERMEDIATE_DIR_STRATEGY=SHORT",)
+    return [
+        ("3.25", "Ninja", ()),
+        ("3.25", "Unix Makefiles", ()),
+        ("newest", "Ninja", short),
+        ("newest", "Unix Makefiles", short),
+    ]
+
+
+BUILD_IDS = [f"{label}-{gen.split()[0].lower()}" for label, gen, _ in _build_configs()]
+
+
+@pytest.fixture(scope="session")
+def kernel_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, projects.Build]:
+    """tests/projects/kernels built once per configuration, each from its own copy of the sources."""
+    cmakes = {c.label: c for c in projects.cmakes()}
+    require("3.25" in cmakes and "newest" in cmakes and "x", "system CMake 3.25 and PyPI's cmake")
+    builds = {}
+    for label, generator, extra in _build_configs():
+        where = tmp_path_factory.mktemp(f"kernels-{label}-{generator.split()[0].lower()}")
+        b = projects.configure_and_build("kernels", where, cmakes[label], generator, *extra)
+        builds[b.id] = b
+    return builds

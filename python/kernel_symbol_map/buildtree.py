@@ -15,6 +15,7 @@ import os
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from . import compdb, dependinfo, fileapi, pairing
@@ -176,6 +177,11 @@ def _pairs(build_dir: Path, generator: str, cache: dict[str, str]) -> tuple[list
     raise BuildTreeError(f"{build_dir}: generator {generator!r} is not supported (use Ninja or Unix Makefiles)")
 
 
+@lru_cache(maxsize=None)
+def _exists(path: Path) -> bool:
+    return path.exists()
+
+
 def _same_file(a: Path, b: Path) -> bool:
     return a == b or os.path.realpath(a) == os.path.realpath(b)
 
@@ -220,6 +226,11 @@ def _checked(pair: _Pair, deps: tuple[Path, ...], why: str | None) -> tuple[tupl
         return deps, why
     if not any(_same_file(d, pair.source) for d in deps):
         return deps, f"deps record does not list the object's own source {pair.source}"
+    # A dependency that is gone means the object is out of date, or the record is damaged
+    # (ninja's log has no checksum over paths): either way, not evidence.
+    missing = next((d for d in deps if not _exists(d)), None)
+    if missing is not None:
+        return deps, f"deps record lists {missing}, which does not exist"
     return deps, None
 
 

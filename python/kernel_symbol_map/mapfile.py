@@ -111,8 +111,11 @@ def encode(document: dict[str, Any]) -> bytes:
 def write(document: dict[str, Any], out: Path) -> int:
     """Write atomically: the old map stays intact until the complete new one replaces it."""
     data = encode(document)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    except OSError as e:
+        raise MapError(f"{out}: cannot write: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -120,6 +123,9 @@ def write(document: dict[str, Any], out: Path) -> int:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise MapError(f"{out}: cannot write: {e.strerror or e}; the previous map is untouched") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -1,0 +1,77 @@
+"""Configure and build the test projects under ``tests/projects`` with real CMake, nvcc and generators."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import toolchains
+
+from kernel_symbol_map.fileapi import write_query
+
+PROJECTS = Path(__file__).resolve().parent / "projects"
+VENV_BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class CMake:
+    label: str  # "3.25" (the system's) or "newest" (PyPI's)
+    cmake: str
+    ninja: str
+
+
+def cmakes() -> list[CMake]:
+    """System CMake 3.25 with system ninja, and PyPI's newest CMake with PyPI's ninja."""
+    found = []
+    if shutil.which("cmake", path="/usr/bin"):
+        found.append(CMake("3.25", "/usr/bin/cmake", shutil.which("ninja", path="/usr/bin") or "ninja"))
+    if (VENV_BIN / "cmake").exists():
+        found.append(CMake("newest", str(VENV_BIN / "cmake"), str(VENV_BIN / "ninja")))
+    return found
+
+
+@dataclass(frozen=True)
+class Build:
+    cmake: CMake
+    generator: str
+    source: Path
+    build: Path
+
+    @property
+    def id(self) -> str:
+        return f"{self.cmake.label}-{self.generator.split()[0].lower()}"
+
+    def run_build(self, *targets: str) -> str:
+        command = [self.cmake.cmake, "--build", str(self.build), "--parallel", "2"]
+        for t in targets:
+            command += ["--target", t]
+        proc = subprocess.run(command, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+
+def configure_and_build(
+    project: str, where: Path, cmake: CMake, generator: str, *extra: str, build: bool = True
+) -> Build:
+    """Copy ``project`` (tests may edit it), configure it and build it."""
+    source = where / "src"
+    shutil.copytree(PROJECTS / project, source)
+    build_dir = where / "build"
+    write_query(build_dir)  # as the CMake package does; the configure below answers it
+    nvcc = toolchains.require(toolchains.nvcc(), "nvcc")
+    command = [
+        cmake.cmake, "-S", str(source), "-B", str(build_dir), "-G", generator,
+        f"-DCMAKE_CUDA_COMPILER={nvcc}", "-DCMAKE_CUDA_ARCHITECTURES=80", "-DCMAKE_BUILD_TYPE=Release",
+        *extra,
+    ]
+    if generator == "Ninja":
+        command.append(f"-DCMAKE_MAKE_PROGRAM={cmake.ninja}")
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = Build(cmake, generator, source, build_dir)
+    if build:
+        result.run_build()
+    return result

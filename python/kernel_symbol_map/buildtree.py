@@ -18,12 +18,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+import regex
+
 from . import compdb, dependinfo, fileapi, pairing
 from .errors import BuildTreeError
 from .makedeps import read_depfile
 from .ninjadeps import NinjaDeps, stale
 
 INSIDE_BUILD_ENV = "KERNEL_SYMBOL_MAP_INSIDE_BUILD"
+_CUDA_VERSION = regex.compile(r'set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)')
 _LANGUAGE_BY_SUFFIX = {".cu": "CUDA", ".hip": "HIP", ".c": "C"}
 
 
@@ -126,17 +129,34 @@ def load(
         objects += _device_link(build_dir, generator, target, built)
 
     compiler = (reply.compilers.get("CUDA") or {}) if reply else {}
+    cuda = str(compiler.get("version", "")) or _cuda_version_from_cache(build_dir, cache)
     return BuildTree(
         build_dir=build_dir,
         source_root=source_root,
         generator=generator,
-        cmake_version=reply.cmake_version if reply else cache.get("CMAKE_COMMAND", ""),
-        cuda_version=".".join(str(compiler.get("version", "")).split(".")[:2]),  # "13.0", as the seed wrote
+        cmake_version=reply.cmake_version if reply else _cmake_version_from_cache(cache),
+        cuda_version=".".join(cuda.split(".")[:2]),  # "13.0", as the seed wrote
         objects=tuple(sorted(objects, key=lambda o: (o.target, str(o.object)))),
         pairing=how,
         deps_from="ninja_deps" if "Ninja" in generator else "depfiles",
         notes=tuple(notes),
     )
+
+
+def _cmake_version_from_cache(cache: dict[str, str]) -> str:
+    parts = [cache.get(f"CMAKE_CACHE_{p}_VERSION", "") for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(parts) if all(parts) else ""
+
+
+def _cuda_version_from_cache(build_dir: Path, cache: dict[str, str]) -> str:
+    """Without a reply: CMAKE_CUDA_COMPILER_VERSION from CMakeFiles/<version>/CMakeCUDACompiler.cmake."""
+    found = build_dir / "CMakeFiles" / _cmake_version_from_cache(cache) / "CMakeCUDACompiler.cmake"
+    try:
+        text = found.read_text(errors="replace")
+    except OSError:
+        return ""
+    match = _CUDA_VERSION.search(text)
+    return match.group(1) if match else ""
 
 
 def _reply(build_dir: Path, inside_build: bool, log: Callable[[str], None], notes: list[str]) -> fileapi.Reply | None:

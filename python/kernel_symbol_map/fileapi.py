@@ -154,10 +154,25 @@ def reply_is_current(build_dir: Path) -> bool:
     if index.stat().st_mtime_ns < query.stat().st_mtime_ns:
         return False
     try:
-        data = json.loads(index.read_text())
-    except (OSError, ValueError):
+        return "codemodel" in _reply_files(json.loads(index.read_text()))
+    except (OSError, ValueError, BuildTreeError):
         return False
-    return isinstance(data, dict) and CLIENT in data.get("reply", {})
+
+
+def _reply_files(index: Any) -> dict[str, str]:
+    """kind -> reply file: our client's responses, else the shared (stateless) or
+    ``cmake_file_api(QUERY)`` ones, which scikit-build-core and our CMake package ask for."""
+    try:
+        reply = index["reply"]
+        client = reply.get(CLIENT, {}).get("query.json", {}).get("responses", [])
+        files = {r["kind"]: r["jsonFile"] for r in client if isinstance(r, dict) and "jsonFile" in r}
+        for key in ("codemodel-v2", "cache-v2", "toolchains-v1"):
+            entry = reply.get(key)
+            if isinstance(entry, dict) and "jsonFile" in entry:
+                files.setdefault(entry["kind"], entry["jsonFile"])
+        return files
+    except (KeyError, TypeError, AttributeError):
+        raise BuildTreeError("not a file-API reply index") from None
 
 
 def cmake_command(build_dir: Path) -> str:
@@ -210,13 +225,11 @@ def read_reply(build_dir: Path) -> Reply:
         raise BuildTreeError(f"{build_dir}: no CMake file-API reply")
     index = _load(index_path)
     try:
-        responses = index["reply"][CLIENT]["query.json"]["responses"]
-        cmake = index["cmake"]
-        version = cmake["version"]["string"]
-        generator = cmake["generator"]["name"]
-        files = {r["kind"]: r["jsonFile"] for r in responses if "jsonFile" in r}
-    except (KeyError, TypeError):
-        raise BuildTreeError(f"{index_path}: does not answer {CLIENT}'s query") from None
+        version = index["cmake"]["version"]["string"]
+        generator = index["cmake"]["generator"]["name"]
+        files = _reply_files(index)
+    except (KeyError, TypeError, BuildTreeError):
+        raise BuildTreeError(f"{index_path}: not a file-API reply index") from None
     if "codemodel" not in files:
         raise BuildTreeError(f"{index_path}: no codemodel in the reply")
     folder = index_path.parent

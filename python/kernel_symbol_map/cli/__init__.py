@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
+from ..cmakedir import cmake_dir
 from . import _output, build, demo, show, symbols
 
 COMMANDS = (symbols, build, show, demo)
@@ -35,6 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--cmake-dir",
+        action="store_true",
+        help="print the folder of the CMake package (for -DKernelSymbolMap_DIR=...) and exit",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS:
         module.populate_parser(sub)
@@ -44,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.cmake_dir:
+        with _output.reporting_errors() as status:
+            print(cmake_dir())
+        return status.code
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

@@ -74,7 +74,15 @@ def run(args: argparse.Namespace) -> int:
         inside_build=args.inside_build,
         **({"read": reader} if reader else {}),
     )
-    document = build_map(options, log=lambda m: print(f"kernel_symbol_map: {m}", flush=True))
+    try:
+        document = build_map(options, log=lambda m: print(f"kernel_symbol_map: {m}", flush=True))
+    except Exception as e:  # noqa: BLE001 - the build-hook entry point: a bug becomes "no evidence"
+        # The one broad except (see house style): a bug must not fail the user's
+        # build, and must never leave a partial map. It becomes a map with a reason.
+        error(f"internal error, writing a map with no evidence: {e!r}")
+        document = build_map(Options(build_dirs=(), out=out, commit=args.commit))
+        document["incomplete"] = True
+        document["reason"] = f"internal error in kernel-symbol-map: {e!r}"
     size = mapfile.write(document, out)
     stats = document["stats"]
     print(

@@ -1,0 +1,237 @@
+include_guard(GLOBAL)
+
+#[=======================================================================[.rst:
+KernelSymbolMap
+---------------
+
+Writes a map of which source file produced each GPU kernel, after every
+build. Find it with::
+
+  find_package(KernelSymbolMap CONFIG REQUIRED)
+
+It is found through scikit-build-core's ``cmake.prefix`` entry point when a
+project lists ``kernel-symbol-map`` in ``build-system.requires``; through
+``-DKernelSymbolMap_DIR=$(python -m kernel_symbol_map --cmake-dir)`` for
+setuptools-driven and plain CMake builds; or through ``KernelSymbolMap_DIR``.
+
+.. command:: kernel_symbol_map
+
+  ::
+
+    kernel_symbol_map(
+      [TARGETS <target>...]          # default: every target that compiles CUDA or HIP
+      [OUTPUT <file>]                # default: ${CMAKE_BINARY_DIR}/kernel_symbol_map.json.gz
+      [INSTALL_DESTINATION <dir>]    # default: the scikit-build-core package, else share/kernel_symbol_map
+      [COMPONENT <name>...]          # install components (vLLM-style setup.py flows)
+      [STRICT])                      # fail the build when the map is not complete
+
+  Adds the target ``kernel_symbol_map`` (in ``ALL``), which depends on the
+  listed targets and re-runs the extractor only when one of their objects
+  changed; an install step that brings the map up to date (building any
+  listed target that was not built) and installs it; and, when the
+  environment variable ``KERNEL_SYMBOL_MAP_OUT`` is set at install time, a
+  copy of the map in that folder. Call it once, after ``project()`` and
+  before your own ``install()`` rules (so that installing after building
+  only some targets still works); targets defined later are seen too.
+
+  The extractor runs with ``Python_EXECUTABLE`` (or ``Python3_EXECUTABLE``,
+  or the interpreter whose environment holds this package), never a bare
+  ``python``. Without ``STRICT`` it never fails the build: an incomplete
+  map says why in its ``reason``.
+
+Variables:
+
+``KernelSymbolMap_PYTHON_EXECUTABLE``
+  The interpreter the extractor runs with (set by ``kernel_symbol_map()``).
+#]=======================================================================]
+
+set(_KernelSymbolMap_DIR "${CMAKE_CURRENT_LIST_DIR}")
+
+# Where our object lists go; python/kernel_symbol_map/pairing.py reads them.
+set(_KernelSymbolMap_LISTS ".kernel_symbol_map/targets")
+
+function(_kernel_symbol_map_python out)
+  foreach(candidate IN ITEMS "${Python_EXECUTABLE}" "${Python3_EXECUTABLE}")
+    if(candidate)
+      set(${out} "${candidate}" PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  # Installed in a virtual environment: <venv>/lib/pythonX.Y/site-packages/kernel_symbol_map/share/cmake/KernelSymbolMap
+  get_filename_component(venv "${_KernelSymbolMap_DIR}/../../../../../../.." ABSOLUTE)
+  foreach(name IN ITEMS python3 python)
+    if(EXISTS "${venv}/bin/${name}" AND EXISTS "${venv}/pyvenv.cfg")
+      set(${out} "${venv}/bin/${name}" PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  set(${out} "${Python3_EXECUTABLE}" PARENT_SCOPE)
+endfunction()
+
+function(_kernel_symbol_map_device_targets dir out)
+  # Every target under ${dir} whose sources include CUDA or HIP files.
+  set(found "")
+  get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
+  foreach(tgt IN LISTS targets)
+    if(NOT TARGET "${tgt}")
+      continue()
+    endif()
+    get_target_property(type "${tgt}" TYPE)
+    if(NOT type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$")
+      continue()
+    endif()
+    _kernel_symbol_map_has_device_code("${tgt}" has_device)
+    if(has_device)
+      list(APPEND found "${tgt}")
+    endif()
+  endforeach()
+  get_property(subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
+  foreach(sub IN LISTS subdirs)
+    _kernel_symbol_map_device_targets("${sub}" sub_found)
+    list(APPEND found ${sub_found})
+  endforeach()
+  set(${out} "${found}" PARENT_SCOPE)
+endfunction()
+
+function(kernel_symbol_map)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG
+    "STRICT"                          # options
+    "OUTPUT;INSTALL_DESTINATION"      # one value each
+    "TARGETS;COMPONENT")              # lists: the targets to map; install components
+  if(ARG_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "kernel_symbol_map(): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
+  endif()
+  if(ARG_KEYWORDS_MISSING_VALUES)
+    message(FATAL_ERROR "kernel_symbol_map(): ${ARG_KEYWORDS_MISSING_VALUES} needs a value")
+  endif()
+  get_property(called GLOBAL PROPERTY _KERNEL_SYMBOL_MAP_CALLED)
+  if(called)
+    message(FATAL_ERROR "kernel_symbol_map(): called twice; call it once and list every target in TARGETS")
+  endif()
+  set_property(GLOBAL PROPERTY _KERNEL_SYMBOL_MAP_CALLED TRUE)
+
+  _kernel_symbol_map_python(python)
+  if(NOT python)
+    message(FATAL_ERROR "kernel_symbol_map(): no Python found; set Python_EXECUTABLE to an interpreter with kernel-symbol-map installed")
+  endif()
+  execute_process(COMMAND "${python}" -c "import kernel_symbol_map"
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "kernel_symbol_map(): no usable Python: ${python} cannot import kernel_symbol_map; install kernel-symbol-map there or set Python_EXECUTABLE")
+  endif()
+  set(KernelSymbolMap_PYTHON_EXECUTABLE "${python}" PARENT_SCOPE)
+
+  if(NOT ARG_OUTPUT)
+    set(ARG_OUTPUT "${CMAKE_BINARY_DIR}/kernel_symbol_map.json.gz")
+  endif()
+  if(NOT IS_ABSOLUTE "${ARG_OUTPUT}")
+    set(ARG_OUTPUT "${CMAKE_CURRENT_BINARY_DIR}/${ARG_OUTPUT}")
+  endif()
+  if(NOT DEFINED ARG_INSTALL_DESTINATION)
+    if(DEFINED SKBUILD_PROJECT_NAME)
+      string(REPLACE "-" "_" ARG_INSTALL_DESTINATION "${SKBUILD_PROJECT_NAME}")
+    else()
+      set(ARG_INSTALL_DESTINATION "share/kernel_symbol_map")
+    endif()
+  endif()
+
+  # The file-API query: answered by this configure on CMake >= 3.27, else by the
+  # next one; until then the extractor works from the object lists and deps logs.
+  file(CONFIGURE OUTPUT "${CMAKE_BINARY_DIR}/.cmake/api/v1/query/client-kernel_symbol_map/query.json"
+       CONTENT [[{"requests": [{"kind": "codemodel", "version": 2}, {"kind": "toolchains", "version": 1}, {"kind": "cache", "version": 2}]}]])
+  if(CMAKE_VERSION VERSION_GREATER_EQUAL 3.27)
+    cmake_file_api(QUERY API_VERSION 1 CODEMODEL 2 TOOLCHAINS 1 CACHE 2)
+  endif()
+
+  # Install: bring the map up to date first (the ALL target does not run when a
+  # build names its targets; this builds any listed target not built yet), then
+  # install it, then copy it for CI if asked. Declared here, not deferred, so
+  # that it runs before install() rules the project declares after this call.
+  if(NOT ARG_COMPONENT)
+    set(ARG_COMPONENT "${CMAKE_INSTALL_DEFAULT_COMPONENT_NAME}")
+  endif()
+  set(level WARNING)
+  if(ARG_STRICT)
+    set(level FATAL_ERROR)
+  endif()
+  foreach(component IN LISTS ARG_COMPONENT)
+    install(CODE "
+execute_process(COMMAND \"${CMAKE_COMMAND}\" --build \"${CMAKE_BINARY_DIR}\" --target kernel_symbol_map
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(${level} \"kernel_symbol_map(): bringing the map up to date failed (\${rc})\")
+endif()" COMPONENT "${component}")
+    install(FILES "${ARG_OUTPUT}" DESTINATION "${ARG_INSTALL_DESTINATION}" COMPONENT "${component}")
+    install(CODE "
+if(DEFINED ENV{KERNEL_SYMBOL_MAP_OUT} AND NOT \"\$ENV{KERNEL_SYMBOL_MAP_OUT}\" STREQUAL \"\")
+  file(COPY \"${ARG_OUTPUT}\" DESTINATION \"\$ENV{KERNEL_SYMBOL_MAP_OUT}\")
+endif()" COMPONENT "${component}")
+  endforeach()
+
+  # Targets may be defined after this call: finish at the end of the top-level directory.
+  cmake_language(EVAL CODE "
+    cmake_language(DEFER DIRECTORY [[${CMAKE_SOURCE_DIR}]] CALL _kernel_symbol_map_finish
+      [[${python}]] [[${ARG_OUTPUT}]] [[${ARG_STRICT}]] [[${ARG_TARGETS}]])")
+endfunction()
+
+function(_kernel_symbol_map_finish python output strict targets)
+  if(targets)
+    foreach(tgt IN LISTS targets)
+      if(NOT TARGET "${tgt}")
+        message(FATAL_ERROR "kernel_symbol_map(): unknown target ${tgt}")
+      endif()
+      _kernel_symbol_map_has_device_code("${tgt}" has_device)
+      if(NOT has_device)
+        message(WARNING "kernel_symbol_map(): target ${tgt} has no CUDA or HIP sources; it will map no kernels")
+      endif()
+    endforeach()
+  else()
+    _kernel_symbol_map_device_targets("${CMAKE_SOURCE_DIR}" targets)
+    if(NOT targets)
+      message(WARNING "kernel_symbol_map(): no target compiles CUDA or HIP; the map will be empty")
+    endif()
+  endif()
+
+  set(lists "${CMAKE_BINARY_DIR}/${_KernelSymbolMap_LISTS}")
+  file(REMOVE_RECURSE "${lists}")  # lists of targets no longer mapped must not linger
+  set(objects "")
+  foreach(tgt IN LISTS targets)
+    get_target_property(type "${tgt}" TYPE)
+    file(GENERATE OUTPUT "${lists}/${tgt}.json" CONTENT
+      "{\"name\": \"${tgt}\", \"type\": \"${type}\", \"objects\": \"$<JOIN:$<TARGET_OBJECTS:${tgt}>,;>\"}\n")
+    # compile_commands.json carries exact (source, object) pairs on CMake >= 3.26.
+    set_property(TARGET "${tgt}" PROPERTY EXPORT_COMPILE_COMMANDS ON)
+    list(APPEND objects "$<TARGET_OBJECTS:${tgt}>")
+  endforeach()
+
+  set(strict_flag "")
+  if(strict)
+    set(strict_flag "--strict")
+  endif()
+  set(command "${CMAKE_COMMAND}" -E env KERNEL_SYMBOL_MAP_INSIDE_BUILD=1
+    "${python}" -m kernel_symbol_map build --build-dir "${CMAKE_BINARY_DIR}"
+    --source-root "${CMAKE_SOURCE_DIR}" --out "${output}" ${strict_flag})
+  if(targets)
+    list(APPEND command --targets ${targets})
+  endif()
+  add_custom_command(
+    OUTPUT "${output}"
+    COMMAND ${command}
+    DEPENDS ${targets} ${objects}
+    COMMENT "Writing the kernel symbol map ${output}"
+    VERBATIM)
+  add_custom_target(kernel_symbol_map ALL DEPENDS "${output}")
+endfunction()
+
+function(_kernel_symbol_map_has_device_code tgt out)
+  get_target_property(sources "${tgt}" SOURCES)
+  foreach(src IN LISTS sources)
+    get_source_file_property(lang "${src}" TARGET_DIRECTORY "${tgt}" LANGUAGE)
+    if(src MATCHES "\\.(cu|hip)$" OR lang MATCHES "^(CUDA|HIP)$")
+      set(${out} TRUE PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  set(${out} FALSE PARENT_SCOPE)
+endfunction()

@@ -36,7 +36,7 @@ class TreeObject:
     object: Path
     source: Path | None  # None for a device-link object
     language: str
-    deps: tuple[Path, ...] = ()
+    deps: tuple[str, ...] = ()  # absolute, normalised
     error: str | None = None
     device_link: bool = False
 
@@ -97,8 +97,11 @@ def load(
                 members[t.name].append(pair or f"{obj}: listed for {t.name} but not in the {how} pairs")
     else:
         assert reply is not None
+        pairs_of: dict[Path, list[_Pair]] = defaultdict(list)
+        for p in pairs:
+            pairs_of[pairing.group_dir(p.object)].append(p)
         for group, target in pairing.match_groups(groups, reply).items():
-            group_pairs = [p for p in pairs if pairing.group_dir(p.object) == group]
+            group_pairs = pairs_of[group]
             if isinstance(target, str):
                 members[f"<unknown {group.name}>"].extend(target for _ in group_pairs)
             else:
@@ -197,38 +200,39 @@ def _pairs(build_dir: Path, generator: str, cache: dict[str, str]) -> tuple[list
     raise BuildTreeError(f"{build_dir}: generator {generator!r} is not supported (use Ninja or Unix Makefiles)")
 
 
+# Deps repeat across objects (every object includes the same system headers), so
+# each distinct path is normalised and checked once; plain strings, not pathlib,
+# because this is the hot path on a 500-object tree.
 @lru_cache(maxsize=None)
-def _exists(path: Path) -> bool:
-    return path.exists()
+def _exists(path: str) -> bool:
+    return os.path.exists(path)
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def _same_file(a: str, b: str) -> bool:
     return a == b or os.path.realpath(a) == os.path.realpath(b)
 
 
-def _deps_reader(build_dir: Path, generator: str) -> Callable[[_Pair], tuple[tuple[Path, ...], str | None]]:
+def _deps_reader(build_dir: Path, generator: str) -> Callable[[_Pair], tuple[tuple[str, ...], str | None]]:
     """A function giving an object's deps, or why they cannot be trusted."""
     if "Ninja" in generator:
         log_error, log = None, None
         try:
-            log = NinjaDeps(build_dir / ".ninja_deps")
+            log = NinjaDeps(build_dir / ".ninja_deps", base=build_dir)
         except BuildTreeError as e:
             log_error = str(e)
 
-        def ninja(pair: _Pair) -> tuple[tuple[Path, ...], str | None]:
+        def ninja(pair: _Pair) -> tuple[tuple[str, ...], str | None]:
             if log is None:
                 return (), log_error
             rel = os.path.relpath(pair.object, build_dir)
             record = log.lookup(rel) or log.lookup(str(pair.object))
             if record is None:
                 return (), "no deps record in .ninja_deps (object not built by this ninja?)"
-            why = stale(record, pair.object)
-            deps = tuple(compdb.absolute(d, build_dir) for d in record.deps)
-            return _checked(pair, deps, why)
+            return _checked(pair, record.deps, stale(record, pair.object))
 
         return ninja
 
-    def depfile(pair: _Pair) -> tuple[tuple[Path, ...], str | None]:
+    def depfile(pair: _Pair) -> tuple[tuple[str, ...], str | None]:
         assert pair.depfile is not None
         if not pair.object.exists():
             return (), "object is missing"
@@ -236,20 +240,22 @@ def _deps_reader(build_dir: Path, generator: str) -> Callable[[_Pair], tuple[tup
             listed = read_depfile(pair.depfile, os.path.relpath(pair.object, build_dir))
         except BuildTreeError as e:
             return (), str(e)
-        return _checked(pair, tuple(compdb.absolute(d, build_dir) for d in listed), None)
+        base = str(build_dir)
+        return _checked(pair, tuple(os.path.normpath(os.path.join(base, d)) for d in listed), None)
 
     return depfile
 
 
-def _checked(pair: _Pair, deps: tuple[Path, ...], why: str | None) -> tuple[tuple[Path, ...], str | None]:
+def _checked(pair: _Pair, deps: tuple[str, ...], why: str | None) -> tuple[tuple[str, ...], str | None]:
     if why:
         return deps, why
-    if not any(_same_file(d, pair.source) for d in deps):
+    source = str(pair.source)
+    if source not in deps and not any(_same_file(d, source) for d in deps):
         return deps, f"deps record does not list the object's own source {pair.source}"
     # A dependency that is gone means the object is out of date, or the record is damaged
     # (ninja's log has no checksum over paths): either way, not evidence.
-    missing = next((d for d in deps if not _exists(d)), None)
-    if missing is not None:
+    if not all(map(_exists, deps)):
+        missing = next(d for d in deps if not _exists(d))
         return deps, f"deps record lists {missing}, which does not exist"
     return deps, None
 
@@ -264,7 +270,7 @@ def _device_link(build_dir: Path, generator: str, target: str, built: list[TreeO
     for obj in sorted(found):
         linked = [o for o in built if o.language == "CUDA"]
         errors = [f"{o.object.name}: {o.error}" for o in linked if o.error]
-        deps = tuple(sorted({d for o in linked for d in (o.deps or ())} | {o.source for o in linked if o.source}))
+        deps = tuple(sorted({d for o in linked for d in o.deps} | {str(o.source) for o in linked if o.source}))
         error = None if obj.exists() else "object is missing"
         error = error or ("; ".join(errors) if errors else None)
         out.append(TreeObject(target, obj, None, "CUDA", deps, error, device_link=True))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import lru_cache
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,15 +29,17 @@ class Options:
     inside_build: bool = False
 
 
-def _entry(obj: TreeObject, result: Result | None, tree: BuildTree, root: Path) -> dict[str, Any]:
+def _entry(
+    obj: TreeObject, result: Result | None, tree: BuildTree, relative: Callable[[str], str]
+) -> dict[str, Any]:
     source = obj.source if obj.source is not None else obj.object
     entry: dict[str, Any] = {
-        "source": mapfile.relpath(source, root),
+        "source": relative(str(source)),
         "target": obj.target,
         "object": mapfile.relpath(obj.object, tree.build_dir),
         "device": obj.language in DEVICE_LANGUAGES or bool(result and result.device),
         "symbols": list(result.symbols) if result else [],
-        "deps": sorted({mapfile.relpath(d, root) for d in obj.deps}),
+        "deps": sorted({relative(d) for d in obj.deps}),
         "archs": list(result.archs) if result else [],
     }
     if obj.device_link:
@@ -62,11 +65,12 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         except BuildTreeError as e:
             problems.append(str(e))
     root = (options.source_root or (trees[0].source_root if trees else Path.cwd())).resolve()
+    relative = lru_cache(maxsize=None)(lambda p: mapfile.relpath(p, root))
     objects = []
     for tree in trees:
         for obj in tree.objects:
             result = None if obj.error else options.read(obj.object)
-            objects.append(_entry(obj, result, tree, root))
+            objects.append(_entry(obj, result, tree, relative))
     objects.sort(key=lambda e: (e["source"], e["target"], e["object"]))
     errors = [{"object": e["object"], "source": e["source"], "error": e["error"]} for e in objects if "error" in e]
     document: dict[str, Any] = {

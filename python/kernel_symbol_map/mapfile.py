@@ -51,13 +51,17 @@ _OBJECT_FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def relpath(path: str | os.PathLike[str], source_root: Path) -> str:
-    """Relative to the source root when inside it, else absolute (FetchContent, CUDA headers)."""
-    p = Path(os.path.normpath(path))
-    try:
-        return p.relative_to(source_root).as_posix()
-    except ValueError:
-        return p.as_posix()
+def relpath(path: str | os.PathLike[str], source_root: str | os.PathLike[str]) -> str:
+    """Relative to the source root when inside it, else absolute (FetchContent, CUDA headers).
+
+    String operations on normalised absolute paths: this runs once per distinct dep.
+    """
+    p = os.path.normpath(path)
+    root = os.path.normpath(source_root)
+    if p == root:
+        return "."
+    prefix = root if root.endswith("/") else root + "/"
+    return p[len(prefix) :] if p.startswith(prefix) else p
 
 
 def source_date_epoch() -> int | None:

@@ -35,10 +35,15 @@ class DepsRecord:
 
 
 class NinjaDeps:
-    """Every output's latest deps record; a corrupt or truncated log is an error, never partial."""
+    """Every output's latest deps record; a corrupt or truncated log is an error, never partial.
 
-    def __init__(self, path: Path) -> None:
+    With ``base``, paths come back absolute and normalised against it, each
+    distinct path once (a tree's objects share most of their headers).
+    """
+
+    def __init__(self, path: Path, base: Path | None = None) -> None:
         self.path = path
+        self.base = base
         self.records: dict[str, DepsRecord] = {}
         self._read()
 
@@ -72,7 +77,7 @@ class NinjaDeps:
                     raise self._error("deps record too short", offset)
                 out, lo, hi = DepsHead.unpack_from(data, body)
                 deps = tuple(ints[body + DepsHead.size : body + size].cast("i"))
-                if not 0 <= out < len(paths) or any(not 0 <= d < len(paths) for d in deps):
+                if not 0 <= out < len(paths) or deps and (min(deps) < 0 or max(deps) >= len(paths)):
                     raise self._error("deps record names an unknown path id", offset)
                 latest[out] = ((hi << 32) | lo, deps)
             else:
@@ -84,8 +89,12 @@ class NinjaDeps:
                 raw = data[body : body + size - 4].rstrip(b"\0")
                 paths.append(os.fsdecode(raw))
             offset = body + size
+        spelled = paths
+        if self.base is not None:
+            base = os.fspath(self.base)
+            spelled = [os.path.normpath(os.path.join(base, p)) for p in paths]
         self.records = {
-            paths[out]: DepsRecord(mtime, tuple(paths[d] for d in deps)) for out, (mtime, deps) in latest.items()
+            paths[out]: DepsRecord(mtime, tuple(map(spelled.__getitem__, deps))) for out, (mtime, deps) in latest.items()
         }
 
     def lookup(self, output: str) -> DepsRecord | None:

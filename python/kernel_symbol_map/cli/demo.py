@@ -1,68 +1,71 @@
-"""``demo``: compile the bundled example's sources with nvcc and list their kernels.
+"""``demo``: build the bundled example as a wheel, as a user would, and show the map it shipped.
 
-This is the README's main command until the example is built as a wheel.
+Steps: build this checkout's wheel; in a fresh virtual environment, ``pip
+wheel`` the example (build isolation on, our wheel reachable through
+``--find-links``); unpack the map from the example's wheel; print ``show``.
+Needs a source checkout (for the example) and nvcc.
 """
 
 from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import zipfile
 from pathlib import Path
 
-from ..devicecode import read_kernels
 from ..errors import ToolError
 from ..toolchain import find_nvcc
-from ._output import EXIT_INPUT, EXIT_OK, UsageError, error
-from .symbols import print_result
+from . import show
+from ._output import UsageError
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "cuda_ext"
-DEFAULT_ARCHS = "80,90"
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "cuda_ext"
+MAP_IN_WHEEL = "cuda_ext/kernel_symbol_map.json.gz"
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "demo",
-        help="compile the bundled example with nvcc and list each object's kernels",
+        help="pip-wheel the bundled example and show the kernel symbol map inside its wheel",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
     p.add_argument("--example", type=Path, default=EXAMPLE, help="example project folder")
-    p.add_argument("--workdir", type=Path, help="where objects go (default: a temporary folder)")
-    p.add_argument("--nvcc", metavar="EXE", help="nvcc to use (default: search)")
-    p.add_argument("--archs", default=DEFAULT_ARCHS, help=f"SM numbers (default: {DEFAULT_ARCHS})")
+    p.add_argument("--workdir", type=Path, help="keep wheels and the map here (default: a temporary folder)")
+    p.add_argument("--archs", default="80", help="CMAKE_CUDA_ARCHITECTURES (default: 80)")
     p.set_defaults(run=run)
 
 
-def _compile(nvcc: str, source: Path, out: Path, archs: list[str]) -> Path:
-    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
-    command = [nvcc, "-c", str(source), "-o", str(out), *gencode]
+def _run(command: list[str], what: str) -> None:
+    print(f"demo: {what}", flush=True)
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         raise ToolError(command, lines[-1] if lines else "failed", proc.returncode)
-    return out
 
 
 def run(args: argparse.Namespace) -> int:
-    sources = sorted((args.example / "csrc").glob("*.cu"))
-    if not sources:
-        raise UsageError(f"no .cu sources under {args.example / 'csrc'}", "pass --example")
-    nvcc = find_nvcc(args.nvcc)
+    if not (args.example / "pyproject.toml").is_file() or not (ROOT / "pyproject.toml").is_file():
+        raise UsageError(f"no example project at {args.example}", "run the demo from a source checkout, or pass --example")
+    nvcc = find_nvcc()
     if nvcc is None:
         raise UsageError("nvcc not found", "set CUDA_HOME, or `pip install nvidia-cuda-nvcc`")
-    archs = [a.strip() for a in args.archs.split(",") if a.strip()]
     with tempfile.TemporaryDirectory(prefix="ksm-demo-") as tmp:
-        workdir = args.workdir or Path(tmp)
-        workdir.mkdir(parents=True, exist_ok=True)
-        with ThreadPoolExecutor() as pool:
-            objects = list(
-                pool.map(lambda s: _compile(nvcc, s, workdir / f"{s.name}.o", archs), sources)
-            )
-        results = [read_kernels(o) for o in objects]
-        for r in results:
-            print_result(r, per_arch=False)
-    failures = [f for r in results for f in r.failures]
-    for f in failures:
-        error(f"{f.path}: {f.error}")
-    return EXIT_INPUT if failures else EXIT_OK
+        work = args.workdir or Path(tmp)
+        wheels, venv = work / "wheels", work / "venv"
+        _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
+             "building kernel-symbol-map's wheel")
+        _run([sys.executable, "-m", "venv", str(venv)], "making a clean virtual environment")
+        _run([str(venv / "bin" / "pip"), "wheel", "-q", str(args.example), "--find-links", str(wheels),
+              "-w", str(work / "dist"), "-C", f"cmake.define.CMAKE_CUDA_ARCHITECTURES={args.archs}",
+              "-C", f"cmake.define.CMAKE_CUDA_COMPILER={nvcc}"],
+             f"pip wheel {args.example.name} (scikit-build-core, build isolation on)")
+        (wheel,) = (work / "dist").glob("*.whl")
+        target = work / "kernel_symbol_map.json.gz"
+        with zipfile.ZipFile(wheel) as z:
+            target.write_bytes(z.read(MAP_IN_WHEEL))
+        print(f"demo: {wheel.name} ships {MAP_IN_WHEEL}\n", flush=True)
+        return show.run(argparse.Namespace(map=target, headers=3))

@@ -14,6 +14,7 @@ from conftest import BUILD_IDS
 from projects import Build
 
 from kernel_symbol_map.cli import main
+from kernel_symbol_map.cli.validate import problems
 
 SCALE_F = "_ZN7kernels12scale_kernelIfEEvPT_PKS1_S1_i"
 SCALE_D = "_ZN7kernels12scale_kernelIdEEvPT_PKS1_S1_i"
@@ -39,7 +40,9 @@ EXPECTED: dict[str, tuple[str, set[str], set[str]]] = {
 def build_map(b: Build, tmp: Path, *extra: str, expect: int = 0) -> dict[str, Any]:
     out = tmp / f"{b.id}.json.gz"
     assert main(["build", "--build-dir", str(b.build), "--source-root", str(b.source), "--out", str(out), *extra]) == expect
-    return json.loads(gzip.decompress(out.read_bytes()))
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    assert problems(doc) == []  # every map our writer makes, complete or not, validates
+    return doc
 
 
 def by_source(doc: dict[str, Any], b: Build) -> dict[str, dict[str, Any]]:

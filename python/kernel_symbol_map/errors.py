@@ -44,3 +44,7 @@ class BuildTreeError(KernelSymbolMapError):
 
 class MapError(KernelSymbolMapError):
     """A map file is not a valid version-1 kernel symbol map."""
+
+
+class RecordingError(KernelSymbolMapError):
+    """A kernel recording cannot be read; the message names the file and line."""

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..cmakedir import cmake_dir
-from . import _output, build, demo, show, symbols
+from . import _output, build, demo, diffmaps, query, select, show, symbols, validate
 
-COMMANDS = (symbols, build, show, demo)
+COMMANDS = (symbols, build, show, query, select, diffmaps, validate, demo)
 
 EPILOG = """\
 examples:
@@ -23,6 +23,8 @@ examples:
   kernel-symbol-map symbols --cross-check build/**/*.o
   kernel-symbol-map build --build-dir build --out dist/kernel_symbol_map.json.gz
   kernel-symbol-map show dist/kernel_symbol_map.json.gz
+  kernel-symbol-map query dist/kernel_symbol_map.json.gz csrc/attention/attn.cu
+  kernel-symbol-map select --map dist/kernel_symbol_map.json.gz --recordings kernels/*.txt --diff origin/main
   kernel-symbol-map demo
 """
 

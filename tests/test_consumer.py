@@ -1,0 +1,262 @@
+"""The consumer: a map of a real build, recordings written here, and every fallback rule."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from projects import Build
+
+from kernel_symbol_map.cli import main
+from kernel_symbol_map.cli.validate import problems
+from kernel_symbol_map.consumer import KernelMap, demangle, load
+from kernel_symbol_map.errors import MapError, RecordingError
+from kernel_symbol_map.recordings import Recording, read
+from kernel_symbol_map.selection import select
+
+SILU = "_ZN7kernels11silu_kernelEPfPKfi"
+SCALE_F = "_ZN7kernels12scale_kernelIfEEvPT_PKS1_S1_i"
+ATTENTION = "_ZN7kernels16attention_kernelEPfPKfi"
+GEMM = "_ZN7kernels11gemm_kernelEPfPKfS2_i"
+HEADER = "include/kernels/shared_kernel.cuh"
+COMMIT = "c0ffee"
+
+
+@pytest.fixture(scope="module")
+def map_file(kernel_builds: dict[str, Build], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    b = kernel_builds["3.25-ninja"]
+    out = tmp_path_factory.mktemp("consumer") / "kernel_symbol_map.json.gz"
+    assert main(["build", "--build-dir", str(b.build), "--source-root", str(b.source), "--out", str(out),
+                 "--commit", COMMIT]) == 0
+    return out
+
+
+@pytest.fixture
+def kmap(map_file: Path) -> KernelMap:
+    return load(map_file)
+
+
+def rec(test: str, *kernels: str, complete: bool = True, commit: str = COMMIT) -> Recording:
+    return Recording(test, frozenset(kernels), complete, commit, "test")
+
+
+RECORDINGS = [rec("test_activation", SILU, SCALE_F), rec("test_attention", ATTENTION), rec("test_gemm", GEMM)]
+
+
+def test_our_map_validates_against_the_shipped_schema(map_file: Path) -> None:
+    assert problems(json.loads(gzip.decompress(map_file.read_bytes()))) == []
+    assert main(["validate", str(map_file)]) == 0
+
+
+def test_header_reaches_both_sources_that_instantiate_it(kmap: KernelMap) -> None:
+    reach = kmap.kernels_for(HEADER)
+    assert reach.status == "kernels"
+    assert {lk.source for lk in reach.links} == {"csrc/ops/activation.cu", "csrc/attention/attn.cu"}
+    assert {SILU, SCALE_F, ATTENTION} <= reach.symbols
+    assert {lk.target for lk in reach.links} == {"ops", "attention"}
+
+
+def test_sources_for_a_symbol(kmap: KernelMap) -> None:
+    origins = kmap.sources_for(SCALE_F)
+    assert {(o.source, o.target) for o in origins} == {("csrc/ops/activation.cu", "ops"), ("csrc/attention/attn.cu", "attention")}
+    assert demangle(SCALE_F) == "void kernels::scale_kernel<float>(float*, float const*, float, int)"
+    assert "csrc/host_only.cpp" in kmap.host_files and not kmap.unknown_files
+    assert set(kmap.targets) == {"attention", "core", "fetched_ops", "ops", "rdc_ops"}
+
+
+def test_select_by_evidence(kmap: KernelMap) -> None:
+    s = select(kmap, RECORDINGS, [HEADER])
+    assert s.fallback is None
+    assert s.to_run == ["test_activation", "test_attention"]
+    skipped = next(d for d in s.decisions if d.test == "test_gemm")
+    assert not skipped.run and "launched none" in skipped.why
+
+
+@pytest.mark.parametrize(
+    ("changed", "code"),
+    [
+        (["csrc/host_only.cpp"], "host-file"),
+        (["include/kernels/common.h"], "host-file"),  # also compiled into the host-only object
+        (["docs/index.md"], "file-not-in-map"),
+    ],
+)
+def test_unclearable_files_fall_back(kmap: KernelMap, changed: list[str], code: str) -> None:
+    s = select(kmap, RECORDINGS, changed)
+    assert s.fallback == code
+    assert s.to_run == ["test_activation", "test_attention", "test_gemm"]
+
+
+def test_unknown_file_falls_back(kmap: KernelMap) -> None:
+    doc = json.loads(json.dumps(kmap.document))
+    broken = next(o for o in doc["objects"] if o["source"] == "csrc/core/gemm.cu")
+    broken["error"] = "unreadable"
+    s = select(KernelMap(doc), RECORDINGS, ["csrc/core/gemm.cu"])
+    assert s.fallback == "unknown-file"
+
+
+def test_incomplete_recording_never_removes_its_test(kmap: KernelMap) -> None:
+    recordings = [rec("test_activation", SILU), rec("test_gemm", GEMM, complete=False), rec("test_other")]
+    s = select(kmap, recordings, [HEADER])
+    decided = {d.test: (d.run, d.reason) for d in s.decisions}
+    assert decided == {
+        "test_activation": (True, "launched"),
+        "test_gemm": (True, "recording-incomplete"),
+        "test_other": (False, "not-reached"),  # its own complete recording still counts
+    }
+
+
+def test_commit_mismatch_falls_back(kmap: KernelMap) -> None:
+    s = select(kmap, [rec("test_gemm", GEMM, commit="other")], [HEADER])
+    assert s.fallback == "commit-mismatch" and s.to_run == ["test_gemm"]
+    mixed = select(kmap, [rec("test_gemm", GEMM, commit="other"), rec("test_x")], [HEADER])
+    assert {d.test: d.reason for d in mixed.decisions} == {"test_gemm": "commit-mismatch", "test_x": "not-reached"}
+
+
+def test_map_with_reason_falls_back(kmap: KernelMap) -> None:
+    doc = dict(kmap.document, objects=[], incomplete=True, reason="1 objects unreadable")
+    s = select(KernelMap(doc), RECORDINGS, [HEADER])
+    assert s.fallback == "map-incomplete" and len(s.to_run) == 3
+    assert select(None, RECORDINGS, [HEADER]).fallback == "no-map"
+
+
+def test_static_rules_instead_of_everything(map_file: Path, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"rules": [{"paths": ["csrc/*.cpp"], "tests": ["test_gemm"]}]}))
+    recs = tmp_path / "r.jsonl"
+    recs.write_text("".join(json.dumps({"test": r.test, "kernels": sorted(r.kernels), "complete": True, "commit": COMMIT}) + "\n" for r in RECORDINGS))
+    proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "select", "--map", str(map_file),
+                           "--recordings", str(recs), "--changed", "csrc/host_only.cpp", "--rules", str(rules), "--json"],
+                          capture_output=True, text=True, check=True)
+    doc = json.loads(proc.stdout)
+    assert doc["fallback"] == "host-file" and doc["run"] == ["test_gemm"]
+
+
+def test_recorder_text_files(tmp_path: Path) -> None:
+    full = tmp_path / "test_activation.txt"
+    full.write_text(f"{SILU}\n{SCALE_F}\n# dropped=0\n# end records=7 unique=2 dropped=0\n")
+    dropped = tmp_path / "proc-2.txt"
+    dropped.write_text(f"# test=test_gemm\n{GEMM}\n# dropped=3\n# end records=9 unique=1 dropped=3\n")
+    unfinished = tmp_path / "test_attention.txt"
+    unfinished.write_text(f"{ATTENTION}\n")
+    found = {r.test: r for r in read([full, dropped, unfinished], commit=COMMIT)}
+    assert found["test_activation"].complete and found["test_activation"].kernels == {SILU, SCALE_F}
+    assert not found["test_gemm"].complete and "3 records dropped" in found["test_gemm"].why_incomplete
+    assert not found["test_attention"].complete and "footer" in found["test_attention"].why_incomplete
+    assert all(r.commit == COMMIT for r in found.values())
+
+
+def test_malformed_recording_lines_name_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text(f"{SILU}\nnot a kernel name\n")
+    with pytest.raises(RecordingError, match=rf"{bad}:2: not a mangled kernel name"):
+        read([bad])
+    jsonl = tmp_path / "bad.jsonl"
+    jsonl.write_text('{"test": "a", "kernels": [], "complete": true}\n{"test": "b", "kernels": "x", "complete": true}\n')
+    with pytest.raises(RecordingError, match=rf"{jsonl}:2: \"kernels\" must be a list"):
+        read([jsonl])
+
+
+def nsys_export(path: Path, tests: dict[str, list[str]]) -> None:
+    """The tables of an `nsys export --type sqlite` that the reader joins, filled by the test."""
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, correlationId INT, mangledName INT, globalPid INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, correlationId INT, globalTid INT);
+        CREATE TABLE NVTX_EVENTS (start INT, end INT, text TEXT, textId INT, eventType INT, globalTid INT);
+    """)
+    strings: dict[str, int] = {}
+    clock, corr = 1000, 1
+    for test, kernels in tests.items():
+        start = clock
+        for k in kernels:
+            sid = strings.setdefault(k, len(strings) + 1)
+            db.execute("INSERT OR IGNORE INTO StringIds VALUES (?, ?)", (sid, k))
+            db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, 7)", (clock + 1, clock + 2, corr))
+            db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?, 1)", (clock + 500, clock + 600, corr, sid))
+            clock, corr = clock + 10, corr + 1
+        db.execute("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, NULL, 59, 7)", (start, clock, test))
+        clock += 10
+    db.commit()
+    db.close()
+
+
+def test_nsight_systems_export(tmp_path: Path) -> None:
+    export = tmp_path / "run.sqlite"
+    nsys_export(export, {"test_activation": [SILU, SCALE_F], "test_gemm": [GEMM]})
+    found = {r.test: r.kernels for r in read([export], commit=COMMIT)}
+    # Kernels run after their NVTX range closed; the launch call, on the same thread, is what counts.
+    assert found == {"test_activation": {SILU, SCALE_F}, "test_gemm": {GEMM}}
+
+
+def _bad_maps(tmp: Path, good: dict[str, Any]) -> dict[str, Path]:
+    maps = {
+        "not a gzip file": b"{}",
+        "not JSON": gzip.compress(b"{not json"),
+        "unknown map version 2": gzip.compress(json.dumps(dict(good, version=2)).encode()),
+        "field 'objects' is missing or of the wrong type": gzip.compress(json.dumps(dict(good, objects={})).encode()),
+    }
+    paths = {}
+    for reason, data in maps.items():
+        paths[reason] = tmp / f"{len(paths)}.json.gz"
+        paths[reason].write_bytes(data)
+    return paths
+
+
+def test_bad_maps_get_one_line_errors(map_file: Path, tmp_path: Path) -> None:
+    good = json.loads(gzip.decompress(map_file.read_bytes()))
+    for reason, path in _bad_maps(tmp_path, good).items():
+        with pytest.raises(MapError, match=reason):
+            load(path)
+        proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "query", str(path), HEADER],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        assert proc.stderr.strip().count("\n") == 0 and reason in proc.stderr
+
+
+def test_load_from_wheel_and_installed_package(map_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("pkg/__init__.py", "")
+        z.write(map_file, "pkg/kernel_symbol_map.json.gz")
+    assert load(wheel).commit == COMMIT
+    site = tmp_path / "site"
+    (site / "kernel_pkg").mkdir(parents=True)
+    (site / "kernel_pkg" / "__init__.py").write_text("")
+    (site / "kernel_pkg" / "kernel_symbol_map.json.gz").write_bytes(map_file.read_bytes())
+    monkeypatch.syspath_prepend(str(site))
+    assert load("kernel_pkg").kernels_for(HEADER).status == "kernels"
+    with pytest.raises(MapError, match="no such file, wheel or installed package"):
+        load("no_such_package_here")
+
+
+def test_diff_between_maps(map_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(gzip.decompress(map_file.read_bytes()))
+    for o in doc["objects"]:
+        if o["source"] == "csrc/core/gemm.cu":
+            o["symbols"] = ["_Z9new_kernelv"]
+        if o["source"] == "csrc/a/util.cu":
+            o["source"] = "csrc/a/util_renamed.cu"
+    new = tmp_path / "new.json.gz"
+    new.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert main(["diff", str(map_file), str(new), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["added"] == ["_Z9new_kernelv"] and result["removed"] == [GEMM]
+    assert result["moved"] == [{"symbol": "_Z13util_a_kernelPi", "from": ["csrc/a/util.cu"], "to": ["csrc/a/util_renamed.cu"]}]
+
+
+def test_select_cli_text(map_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recs = tmp_path / "r.jsonl"
+    recs.write_text("".join(json.dumps({"test": r.test, "kernels": sorted(r.kernels), "complete": True}) + "\n" for r in RECORDINGS))
+    assert main(["select", "--map", str(map_file), "--recordings", str(recs), "--recordings-commit", COMMIT,
+                 "--changed", HEADER]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("RUN  test_activation: launched 2 reached kernels")
+    assert out[2].startswith("SKIP test_gemm:") and out[-1] == "2 of 3 tests to run"

@@ -102,7 +102,7 @@ def select(
         commits = ", ".join(sorted({r.commit or "(unknown)" for r in recordings}))
         return _fallback(tests, changed, rules, COMMIT_MISMATCH,
                          f"the map is of {kmap.commit or '(unknown)'}, every recording of {commits}", [])
-    files = [kmap.kernels_for(path) for path in changed]
+    files = kmap.reach(*changed)
     blocking = [r for r in files if not r.clearable]
     if blocking:
         first = blocking[0]

@@ -1,0 +1,85 @@
+"""Issue 5's figure: load a vLLM-sized map and answer a 50-file selection, in under 1 s.
+
+    .venv/bin/python bench/bench_select.py [--objects 600] [--deps 1000]
+
+The map is synthetic but shaped like vLLM's: --objects objects, each with about
+--deps header deps drawn mostly from a shared pool (torch, CUDA, cutlass), ~18
+kernels each; 300 recorded tests. Times the library call and the whole CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _corpus import CACHE  # noqa: E402
+
+from kernel_symbol_map import mapfile  # noqa: E402
+from kernel_symbol_map.consumer import load  # noqa: E402
+from kernel_symbol_map.recordings import read  # noqa: E402
+from kernel_symbol_map.selection import select  # noqa: E402
+
+
+def synthetic_map(objects: int, deps: int, rng: random.Random) -> dict:
+    shared = [f"/usr/local/lib/python3.12/site-packages/torch/include/h{i:05d}.h" for i in range(2 * deps)]
+    project = [f"csrc/include/p{i:04d}.cuh" for i in range(400)]
+    entries = []
+    for i in range(objects):
+        source = f"csrc/ops/k{i:04d}.cu"
+        own = rng.sample(project, 40) + rng.sample(shared, deps - 41)
+        entries.append({
+            "source": source, "target": f"_C{i % 8}", "object": f"CMakeFiles/_C.dir/{source}.o", "device": True,
+            "symbols": sorted(f"_Z{len(source)}k{i}_{j}Pf" for j in range(18)), "deps": sorted([source, *own]),
+            "archs": ["sm_80", "sm_90", "sm_100"],
+        })
+    return {"version": 1, "commit": "abc", "cuda": "13.0", "generated_at": "", "build_dirs": ["build"],
+            "incomplete": False, "errors": [], "objects": entries, "stats": {}, "backend": "cuda"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--objects", type=int, default=600)
+    ap.add_argument("--deps", type=int, default=1000)
+    args = ap.parse_args()
+    rng = random.Random(7)
+    folder = CACHE / "select"
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = synthetic_map(args.objects, args.deps, rng)
+    path = folder / "map.json.gz"
+    mapfile.write(doc, path)
+    all_kernels = [s for o in doc["objects"] for s in o["symbols"]]
+    recordings = folder / "recordings.jsonl"
+    with recordings.open("w") as f:
+        for t in range(300):
+            f.write(json.dumps({"test": f"test_{t:03d}", "kernels": rng.sample(all_kernels, 40), "complete": True,
+                                "commit": "abc"}) + "\n")
+    changed = sorted({rng.choice(doc["objects"])["source"] for _ in range(30)} |
+                     set(rng.sample([d for d in doc["objects"][0]["deps"] if d.startswith("csrc/include")], 20)))[:50]
+
+    t0 = time.perf_counter()
+    kmap = load(path)
+    t1 = time.perf_counter()
+    selection = select(kmap, read([recordings]), changed)
+    t2 = time.perf_counter()
+    cli = [sys.executable, "-m", "kernel_symbol_map", "select", "--map", str(path), "--recordings", str(recordings),
+           "--json", "--changed", *changed]
+    t3 = time.perf_counter()
+    subprocess.run(cli, check=True, capture_output=True)
+    t4 = time.perf_counter()
+    print(f"map: {args.objects} objects x ~{args.deps} deps, {path.stat().st_size / 2**20:.1f} MB gzipped; "
+          f"{len(changed)} changed files; 300 recorded tests")
+    print(f"  load            {t1 - t0:6.3f} s")
+    print(f"  select          {t2 - t1:6.3f} s  ({len(selection.to_run)} of 300 tests to run)")
+    print(f"  load + select   {t2 - t0:6.3f} s  (target < 1 s)")
+    print(f"  whole CLI       {t4 - t3:6.3f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,21 +1,39 @@
 """Which source file produced each GPU kernel.
 
 The device-code reader is the foundation: :func:`read_kernels` lists the
-kernel entry symbols of a CUDA or HIP binary without any toolkit.
+kernel entry symbols of a CUDA or HIP binary without any toolkit;
+:func:`load` opens a map for the consumer side. Both load lazily, so that the
+command line's no-op path stays cheap.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from .devicecode import Result, read_kernels
-from .errors import FormatError, KernelSymbolMapError, ToolError
+_LAZY = {
+    "read_kernels": "devicecode",
+    "Result": "devicecode",
+    "load": "consumer",
+    "KernelMap": "consumer",
+    "FormatError": "errors",
+    "KernelSymbolMapError": "errors",
+    "ToolError": "errors",
+}
 
-__all__ = [
-    "FormatError",
-    "KernelSymbolMapError",
-    "Result",
-    "ToolError",
-    "__version__",
-    "read_kernels",
-]
+if TYPE_CHECKING:
+    from .consumer import KernelMap, load
+    from .devicecode import Result, read_kernels
+    from .errors import FormatError, KernelSymbolMapError, ToolError
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [*_LAZY, "__version__"]

@@ -25,7 +25,6 @@ from .errors import BuildTreeError
 from .makedeps import read_depfile
 from .ninjadeps import NinjaDeps, stale
 
-INSIDE_BUILD_ENV = "KERNEL_SYMBOL_MAP_INSIDE_BUILD"
 _CUDA_VERSION = regex.compile(r'set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)')
 _LANGUAGE_BY_SUFFIX = {".cu": "CUDA", ".hip": "HIP", ".c": "C"}
 
@@ -52,6 +51,7 @@ class BuildTree:
     pairing: str  # where (source, object, target) came from
     deps_from: str  # "ninja_deps" or "depfiles"
     notes: tuple[str, ...] = field(default=())
+    inputs: tuple[str, ...] = ()  # every file the model was read from: a change to any means re-run
 
 
 @dataclass
@@ -133,6 +133,7 @@ def load(
 
     compiler = (reply.compilers.get("CUDA") or {}) if reply else {}
     cuda = str(compiler.get("version", "")) or _cuda_version_from_cache(build_dir, cache)
+    inputs = _inputs(build_dir, objects, pairs)
     return BuildTree(
         build_dir=build_dir,
         source_root=source_root,
@@ -143,7 +144,23 @@ def load(
         pairing=how,
         deps_from="ninja_deps" if "Ninja" in generator else "depfiles",
         notes=tuple(notes),
+        inputs=inputs,
     )
+
+
+def _inputs(build_dir: Path, objects: list[TreeObject], pairs: list[_Pair]) -> tuple[str, ...]:
+    """The files this model depends on (missing ones too: their appearing is a change)."""
+    api = build_dir / ".cmake" / "api" / "v1"
+    fixed = [
+        build_dir / "CMakeCache.txt", api / "reply", fileapi.query_file(build_dir),
+        build_dir / "compile_commands.json", build_dir / "build.ninja", build_dir / ".ninja_deps",
+        build_dir / "CMakeFiles" / "Makefile.cmake", build_dir / pairing.PACKAGE_LISTS,
+    ]
+    lists = sorted((build_dir / pairing.PACKAGE_LISTS).glob("*.json"))
+    groups = {pairing.group_dir(o.object) for o in objects}
+    per_group = [g / name for g in groups for name in ("DependInfo.cmake", "build.make")]
+    depfiles = [p.depfile for p in pairs if p.depfile is not None]
+    return tuple(str(p) for p in [*fixed, *lists, *per_group, *depfiles, *(o.object for o in objects)])
 
 
 def _cmake_version_from_cache(cache: dict[str, str]) -> str:

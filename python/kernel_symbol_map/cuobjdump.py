@@ -19,7 +19,6 @@ import subprocess
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 import regex
 
@@ -229,7 +228,7 @@ def _result(path: str, member: _Member, ptx: dict[str, frozenset[str]]) -> Resul
     else:
         kernels = {}
     device = bool(member.elf or member.ptx_archs)
-    return Result(path, MappingProxyType(kernels), device=device)
+    return Result(path, kernels, device=device)
 
 
 def _refuse_other_device_code(path: str) -> None:

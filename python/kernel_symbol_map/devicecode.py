@@ -24,7 +24,6 @@ import struct
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 from . import archive, cuda, fatbin, hip, offloading
@@ -115,7 +114,7 @@ def _read(blob: Blob) -> Result:
         _from_bundles(blob, code)
     else:
         raise blob.error("not an ELF file, ar archive, fatbin or offload bundle")
-    return Result(blob.name, MappingProxyType(code.kernels(blob)), device=code.found)
+    return Result(blob.name, code.kernels(blob), device=code.found)
 
 
 def _read_member(member: Blob) -> Result:

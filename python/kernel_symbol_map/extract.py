@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import lru_cache
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from . import __version__, buildtree, mapfile
 from .buildtree import BuildTree, TreeObject
+from .cache import ObjectCache, stat_key
 from .devicecode import Result, read_kernels
 from .errors import BuildTreeError
 
@@ -27,6 +29,40 @@ class Options:
     read: Callable[[Path], Result] = read_kernels
     commit: str | None = None
     inside_build: bool = False
+    use_cache: bool = True
+    jobs: int = 1  # >1: a process pool (bench/bench_parallel.py: serial wins on 2 cores)
+
+
+@dataclass
+class Extraction:
+    document: dict[str, Any]
+    inputs: list[str]  # files the map was derived from
+    deps: list[str]  # every dep path checked to exist
+
+
+def _read_all(objects: list[Path], options: Options, caches: dict[Path, ObjectCache]) -> dict[Path, Result]:
+    """Each object's Result: from the cache when its stat key holds, else read (and remembered)."""
+    found: dict[Path, Result] = {}
+    todo: list[tuple[Path, list[int] | None, ObjectCache | None]] = []
+    for obj in objects:
+        cache = next((c for b, c in caches.items() if b in obj.parents), None)
+        key = stat_key(obj)
+        hit = cache.get(str(obj), key) if cache else None
+        if hit is not None:
+            found[obj] = Result(str(obj), {a: frozenset(s) for a, s in hit["kernels"].items()}, device=hit["device"])
+        else:
+            todo.append((obj, key, cache))
+    paths = [t[0] for t in todo]
+    if options.jobs > 1 and len(paths) > 1:
+        with ProcessPoolExecutor(options.jobs) as pool:
+            results = list(pool.map(options.read, paths, chunksize=max(1, len(paths) // (4 * options.jobs))))
+    else:
+        results = [options.read(p) for p in paths]
+    for (obj, key, cache), result in zip(todo, results):
+        found[obj] = result
+        if cache is not None and result.error is None and not result.members:
+            cache.put(str(obj), key, {"kernels": {a: sorted(s) for a, s in result.kernels.items()}, "device": result.device})
+    return found
 
 
 def _entry(
@@ -50,8 +86,8 @@ def _entry(
     return entry
 
 
-def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """The map document for ``options``; tree-level failures become a ``reason``, never an exception."""
+def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) -> Extraction:
+    """The map for ``options``; tree-level failures become a ``reason``, never an exception."""
     started = time.perf_counter()
     trees: list[BuildTree] = []
     problems: list[str] = []
@@ -66,11 +102,15 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
             problems.append(str(e))
     root = (options.source_root or (trees[0].source_root if trees else Path.cwd())).resolve()
     relative = lru_cache(maxsize=None)(lambda p: mapfile.relpath(p, root))
+    tool = f"{__version__}/{options.backend}"
+    caches = {t.build_dir: ObjectCache(t.build_dir, tool, log) for t in trees} if options.use_cache else {}
+    results = _read_all([o.object for t in trees for o in t.objects if not o.error], options, caches)
     objects = []
     for tree in trees:
         for obj in tree.objects:
-            result = None if obj.error else options.read(obj.object)
-            objects.append(_entry(obj, result, tree, relative))
+            objects.append(_entry(obj, results.get(obj.object), tree, relative))
+        if tree.build_dir in caches:
+            caches[tree.build_dir].save(str(o.object) for o in tree.objects)
     objects.sort(key=lambda e: (e["source"], e["target"], e["object"]))
     errors = [{"object": e["object"], "source": e["source"], "error": e["error"]} for e in objects if "error" in e]
     document: dict[str, Any] = {
@@ -111,7 +151,9 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         "cuobjdump_errors": len(errors),  # the seed's name for the same count
         "seconds": seconds,
     }
-    return document
+    inputs = [p for t in trees for p in t.inputs]
+    deps = sorted({d for t in trees for o in t.objects for d in o.deps})
+    return Extraction(document, inputs, deps)
 
 
 def _backend(objects: list[dict[str, Any]]) -> str:

@@ -23,6 +23,7 @@ import os
 import subprocess
 import tempfile
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -102,13 +103,28 @@ def fail_closed(document: dict[str, Any], what: str = "unreadable") -> None:
     document["reason"] = f"{len(errors)} objects {what}, e.g. {first['object']}: {first['error']}"
 
 
-def encode(document: dict[str, Any]) -> bytes:
-    """Gzipped JSON; without a time in the gzip header when SOURCE_DATE_EPOCH is set."""
-    raw = json.dumps(document, separators=(",", ":")).encode()
+def encode(document: dict[str, Any], chunk: int = 64) -> bytes:
+    """Gzipped JSON; without a time in the gzip header when SOURCE_DATE_EPOCH is set.
+
+    The objects are encoded in slices while a second thread compresses the
+    previous slice (zlib releases the GIL), so a 500-object map costs about
+    the larger of the two instead of their sum. The bytes do not depend on
+    the slicing: it is one JSON text in one gzip stream.
+    """
+    head = {k: v for k, v in document.items() if k != "objects"}
+    objects = document.get("objects", [])
+    prefix = json.dumps(head, separators=(",", ":"))[:-1] + ("," if head else "") + '"objects":['
     buffer = io.BytesIO()
     mtime = 0 if source_date_epoch() is not None else None
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=mtime, compresslevel=9) as f:
-        f.write(raw)
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=mtime, compresslevel=9) as f, \
+            ThreadPoolExecutor(1) as compressor:
+        pending = [compressor.submit(f.write, prefix.encode())]
+        for i in range(0, len(objects), chunk):
+            text = json.dumps(objects[i : i + chunk], separators=(",", ":"))[1:-1]
+            pending.append(compressor.submit(f.write, (("," if i else "") + text).encode()))
+        pending.append(compressor.submit(f.write, b"]}"))
+        for p in pending:
+            p.result()
     return buffer.getvalue()
 
 

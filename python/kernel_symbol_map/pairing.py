@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .compdb import absolute
@@ -31,13 +32,15 @@ class ListedTarget:
     objects: tuple[Path, ...]
 
 
+@lru_cache(maxsize=None)
 def group_dir(path: Path) -> Path:
     """The object directory of the target that produced ``path``."""
-    for parent in path.parents:
-        if parent.name.endswith(".dir") and parent.parent.name == "CMakeFiles":
-            return parent
-        if parent.parent.name == ".o":
-            return parent
+    parts = path.parts
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i].endswith(".dir") and parts[i - 1] == "CMakeFiles":
+            return Path(*parts[: i + 1])
+        if parts[i - 1] == ".o":
+            return Path(*parts[: i + 1])
     return path.parent
 
 

@@ -7,8 +7,12 @@ import json
 import sys
 from collections import defaultdict
 
-from ..consumer import KernelMap, load
+from typing import TYPE_CHECKING
+
 from ._output import EXIT_OK
+
+if TYPE_CHECKING:
+    from ..consumer import KernelMap
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -37,6 +41,8 @@ def compare(old: KernelMap, new: KernelMap) -> dict[str, list]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..consumer import load
+
     result = compare(load(args.old), load(args.new))
     if args.json:
         json.dump({"schema": "kernel-symbol-map/diff/1", **result}, sys.stdout, indent=1)

@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 
-from ..consumer import demangle, load
 from ._output import EXIT_INPUT, EXIT_OK
 
 
@@ -20,6 +19,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..consumer import demangle, load
+
     kmap = load(args.map)
     answers = []
     for item in args.items:

@@ -8,11 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..consumer import KernelMap, load
+from typing import TYPE_CHECKING
 
-from ..recordings import read
-from ..selection import StaticRules, select
 from ._output import EXIT_OK, UsageError, warning
+
+if TYPE_CHECKING:
+    from ..consumer import KernelMap
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -46,6 +47,10 @@ def changed_since(base: str, root: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..consumer import load
+    from ..recordings import read
+    from ..selection import StaticRules, select
+
     changed = args.changed or changed_since(args.diff, args.source_root)
     kmap: KernelMap | None = None
     if args.map and (Path(args.map).exists() or Path(args.map).suffix not in (".gz", ".whl")):

@@ -7,12 +7,15 @@ import json
 import sys
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from .. import __version__
-from ..crosscheck import compare
-from ..cuobjdump import Cuobjdump
-from ..devicecode import Result, read_kernels
 from ..toolchain import find_cuobjdump
 from ._output import EXIT_INPUT, EXIT_OK, UsageError, error
+
+if TYPE_CHECKING:
+    from ..cuobjdump import Cuobjdump
+    from ..devicecode import Result
 
 JSON_SCHEMA = "kernel-symbol-map/symbols/1"
 
@@ -44,6 +47,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _cuobjdump(explicit: str | None) -> Cuobjdump:
+    from ..cuobjdump import Cuobjdump
+
     exe = find_cuobjdump(explicit)
     if exe is None:
         raise UsageError(
@@ -54,6 +59,9 @@ def _cuobjdump(explicit: str | None) -> Cuobjdump:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..crosscheck import compare
+    from ..devicecode import read_kernels
+
     need_cuobjdump = args.backend == "cuobjdump" or args.cross_check
     tool = _cuobjdump(args.cuobjdump) if need_cuobjdump else None
     reader = tool.read_kernels if tool and args.backend == "cuobjdump" else read_kernels

@@ -9,8 +9,6 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from ..errors import MapError
 from ._output import EXIT_INPUT, EXIT_OK, error
 
@@ -23,6 +21,8 @@ def schema() -> dict[str, Any]:
 
 def problems(document: Any) -> list[str]:
     """Every schema violation, as ``path: message``."""
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(schema())
     return [f"/{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(document)]
 

@@ -71,10 +71,19 @@ def generate(folder: Path, sources: int, headers: int) -> None:
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
         (folder / path).write_text(source(i, headers, rng))
         per_target[name].append(path.as_posix())
+    (folder / "CMakeLists.txt").write_text(cmake_lists(per_target))
+
+
+def cmake_lists(per_target: dict[str, list[str]]) -> str:
     cmake = [
         "cmake_minimum_required(VERSION 3.25)",
         "project(bench_tree LANGUAGES CXX CUDA)",
         "set(CMAKE_POSITION_INDEPENDENT_CODE ON)",
+        "option(WITH_KERNEL_SYMBOL_MAP \"map kernels after every build (bench_overhead.py)\" OFF)",
+        "if(WITH_KERNEL_SYMBOL_MAP)",
+        "  find_package(KernelSymbolMap CONFIG REQUIRED)",
+        "  kernel_symbol_map()",
+        "endif()",
     ]
     for name, kind, separable, speed in TARGETS:
         cmake.append(f"add_library({name} {kind} {' '.join(per_target[name])})")
@@ -83,13 +92,26 @@ def generate(folder: Path, sources: int, headers: int) -> None:
             cmake.append(f"set_target_properties({name} PROPERTIES CUDA_SEPARABLE_COMPILATION ON)")
         if speed:
             cmake.append(f"target_compile_options({name} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--compress-mode=speed>)")
-    (folder / "CMakeLists.txt").write_text("\n".join(cmake) + "\n")
+    return "\n".join(cmake) + "\n"
+
+
+def update_cmake_lists(src: Path, sources: int) -> None:
+    """Bring an already generated tree's CMakeLists.txt up to date without touching its sources."""
+    per_target = {t[0]: [] for t in TARGETS}
+    for i in range(sources):
+        name = TARGETS[i % len(TARGETS)][0]
+        per_target[name].append(f"csrc/{name}/k{i:04d}.cu")
+    text = cmake_lists(per_target)
+    if (src / "CMakeLists.txt").read_text() != text:
+        (src / "CMakeLists.txt").write_text(text)
 
 
 def build_tree(sources: int = 500, headers: int = 200, cmake: str = "cmake", ninja: str = "ninja") -> tuple[Path, Path]:
     """(source dir, build dir) of the generated tree, built (once) with Ninja."""
     folder = CACHE / f"tree-{sources}-{headers}"
     src, build = folder / "src", folder / "build"
+    if (src / "CMakeLists.txt").exists():
+        update_cmake_lists(src, sources)
     if not (build / ".built").exists():
         if not (src / "CMakeLists.txt").exists():
             generate(src, sources, headers)

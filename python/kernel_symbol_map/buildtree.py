@@ -20,7 +20,8 @@ from pathlib import Path
 
 import regex
 
-from . import compdb, dependinfo, fileapi, pairing
+from . import __version__, compdb, dependinfo, fileapi, pairing
+from .cache import memoised
 from .errors import BuildTreeError
 from .makedeps import read_depfile
 from .ninjadeps import NinjaDeps, stale
@@ -71,6 +72,7 @@ def load(
     inside_build: bool = False,
     targets: list[str] | None = None,
     log: Callable[[str], None] = lambda _m: None,
+    use_cache: bool = False,
 ) -> BuildTree:
     build_dir = build_dir.resolve()
     cache = fileapi.read_cmake_cache(build_dir)
@@ -85,7 +87,7 @@ def load(
         )
     source_root = reply.source_root if reply else Path(cache.get("CMAKE_HOME_DIRECTORY", build_dir))
 
-    pairs, groups, how = _pairs(build_dir, generator, cache)
+    pairs, groups, how = _pairs(build_dir, generator, cache, use_cache)
     by_object = {p.object: p for p in pairs}
     languages: dict[Path, str] = {}
     members: dict[str, list[_Pair | str]] = defaultdict(list)  # target -> pairs, or errors
@@ -119,8 +121,9 @@ def load(
 
     deps = _deps_reader(build_dir, generator)
     objects: list[TreeObject] = []
+    built_by: dict[str, list[TreeObject]] = {}
     for target, items in sorted(members.items()):
-        built: list[TreeObject] = []
+        built: list[TreeObject] = built_by.setdefault(target, [])
         for item in items:
             if isinstance(item, str):
                 objects.append(TreeObject(target, Path(item.split(":", 1)[0]), None, "", error=item))
@@ -129,7 +132,7 @@ def load(
             language = languages.get(item.source) or _language(item.source)
             built.append(TreeObject(target, item.object, item.source, language, found, error))
         objects += built
-        objects += _device_link(build_dir, generator, target, built)
+    objects += _device_links(build_dir, generator, built_by)
 
     compiler = (reply.compilers.get("CUDA") or {}) if reply else {}
     cuda = str(compiler.get("version", "")) or _cuda_version_from_cache(build_dir, cache)
@@ -193,14 +196,20 @@ def _reply(build_dir: Path, inside_build: bool, log: Callable[[str], None], note
     return fileapi.read_reply(build_dir)
 
 
-def _pairs(build_dir: Path, generator: str, cache: dict[str, str]) -> tuple[list[_Pair], dict[Path, set[Path]], str]:
+def _pairs(
+    build_dir: Path, generator: str, cache: dict[str, str], use_cache: bool
+) -> tuple[list[_Pair], dict[Path, set[Path]], str]:
     """(pairs, group dir -> its sources, where they came from)."""
     if "Ninja" in generator:
         entries = compdb.from_compile_commands(build_dir)
         how = "compile_commands"
         if entries is None:
             ninja = cache.get("CMAKE_MAKE_PROGRAM") or "ninja"
-            entries = compdb.from_ninja(build_dir, ninja)
+            # `ninja -t compdb` costs a process; its answer changes only with build.ninja.
+            raw = memoised(build_dir, "compdb.json", __version__, build_dir / "build.ninja",
+                           lambda: [[str(e.source), str(e.object)] for e in compdb.from_ninja(build_dir, ninja)],
+                           enabled=use_cache)
+            entries = [compdb.CompileEntry(Path(s), Path(o)) for s, o in raw]
             how = "ninja-compdb"
         pairs = [_Pair(e.source, e.object) for e in entries]
         groups: dict[Path, set[Path]] = defaultdict(set)
@@ -277,18 +286,17 @@ def _checked(pair: _Pair, deps: tuple[str, ...], why: str | None) -> tuple[tuple
     return deps, None
 
 
-def _device_link(build_dir: Path, generator: str, target: str, built: list[TreeObject]) -> list[TreeObject]:
-    """The target's ``cmake_device_link.o``, whose deps are those of the objects it links."""
-    if not built:
-        return []
-    groups = {pairing.group_dir(o.object) for o in built}
-    found = pairing.device_link_objects(build_dir, generator, groups)
+def _device_links(build_dir: Path, generator: str, built_by: dict[str, list[TreeObject]]) -> list[TreeObject]:
+    """Each target's ``cmake_device_link.o``, whose deps are those of the objects it links."""
+    group_of = {t: {pairing.group_dir(o.object) for o in objs} for t, objs in built_by.items() if objs}
+    found = pairing.device_link_objects(build_dir, generator, set().union(*group_of.values()) if group_of else set())
     out = []
-    for obj in sorted(found):
-        linked = [o for o in built if o.language == "CUDA"]
-        errors = [f"{o.object.name}: {o.error}" for o in linked if o.error]
-        deps = tuple(sorted({d for o in linked for d in o.deps} | {str(o.source) for o in linked if o.source}))
-        error = None if obj.exists() else "object is missing"
-        error = error or ("; ".join(errors) if errors else None)
-        out.append(TreeObject(target, obj, None, "CUDA", deps, error, device_link=True))
+    for target, groups in group_of.items():
+        linked = [o for o in built_by[target] if o.language == "CUDA"]
+        for obj in sorted(p for p in found if p.parent in groups):
+            errors = [f"{o.object.name}: {o.error}" for o in linked if o.error]
+            deps = tuple(sorted({d for o in linked for d in o.deps} | {str(o.source) for o in linked if o.source}))
+            error = None if obj.exists() else "object is missing"
+            error = error or ("; ".join(errors) if errors else None)
+            out.append(TreeObject(target, obj, None, "CUDA", deps, error, device_link=True))
     return out

@@ -108,6 +108,23 @@ class ObjectCache:
             _write(self.path, self.tool, kept, self.warn)
 
 
+def memoised(
+    build_dir: Path, name: str, tool: str, source: Path, compute: Callable[[], Any], enabled: bool = True
+) -> Any:
+    """``compute()``, reused from ``<build>/.kernel_symbol_map/<name>`` while ``source`` keeps its stat key."""
+    if not enabled:
+        return compute()
+    path = build_dir / FOLDER / name
+    key = stat_key(source)
+    stored = _read(path, tool, lambda _m: None)
+    if key is not None and isinstance(stored, dict) and stored.get("key") == key:
+        return stored["value"]
+    value = compute()
+    if key is not None:
+        _write(path, tool, {"key": key, "value": value}, lambda _m: None)
+    return value
+
+
 def fingerprint(inputs: Iterable[str], deps: Iterable[str], options: dict[str, Any], out: Path) -> dict[str, Any]:
     """Everything a run's map depends on: input files' stat keys, deps' existence, options, the map file."""
     return {

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .errors import BuildTreeError
@@ -24,7 +25,9 @@ class CompileEntry:
     object: Path  # absolute, normalised
 
 
+@lru_cache(maxsize=None)
 def absolute(path: str, base: Path) -> Path:
+    """``path`` made absolute against ``base`` and normalised; cached, as the same paths recur."""
     return Path(os.path.normpath(os.path.join(base, path)))
 
 

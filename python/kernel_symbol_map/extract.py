@@ -40,12 +40,11 @@ class Extraction:
     deps: list[str]  # every dep path checked to exist
 
 
-def _read_all(objects: list[Path], options: Options, caches: dict[Path, ObjectCache]) -> dict[Path, Result]:
-    """Each object's Result: from the cache when its stat key holds, else read (and remembered)."""
+def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options) -> dict[Path, Result]:
+    """Each object's Result: from its tree's cache when its stat key holds, else read (and remembered)."""
     found: dict[Path, Result] = {}
     todo: list[tuple[Path, list[int] | None, ObjectCache | None]] = []
-    for obj in objects:
-        cache = next((c for b, c in caches.items() if b in obj.parents), None)
+    for obj, cache in objects:
         key = stat_key(obj)
         hit = cache.get(str(obj), key) if cache else None
         if hit is not None:
@@ -95,7 +94,8 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         try:
             trees.append(
                 buildtree.load(
-                    build_dir, inside_build=options.inside_build, targets=list(options.targets) or None, log=log
+                    build_dir, inside_build=options.inside_build, targets=list(options.targets) or None, log=log,
+                    use_cache=options.use_cache,
                 )
             )
         except BuildTreeError as e:
@@ -104,7 +104,9 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     relative = lru_cache(maxsize=None)(lambda p: mapfile.relpath(p, root))
     tool = f"{__version__}/{options.backend}"
     caches = {t.build_dir: ObjectCache(t.build_dir, tool, log) for t in trees} if options.use_cache else {}
-    results = _read_all([o.object for t in trees for o in t.objects if not o.error], options, caches)
+    results = _read_all(
+        [(o.object, caches.get(t.build_dir)) for t in trees for o in t.objects if not o.error], options
+    )
     objects = []
     for tree in trees:
         for obj in tree.objects:

@@ -61,6 +61,7 @@ def read_package_lists(build_dir: Path) -> dict[str, ListedTarget] | None:
     return found
 
 
+@lru_cache(maxsize=None)
 def compiled_sources(target: Target, source_root: Path) -> dict[Path, str]:
     """Absolute source -> compile language, for the sources ``target`` compiles itself."""
     found = {}
@@ -91,7 +92,6 @@ def match_groups(groups: dict[Path, set[Path]], reply: Reply) -> dict[Path, Targ
 
 def device_link_objects(build_dir: Path, generator: str, groups: set[Path]) -> set[Path]:
     """``cmake_device_link.o`` paths that the build manifest names in one of ``groups``."""
-    wanted = {g / DEVICE_LINK_OBJECT for g in groups}
     found: set[Path] = set()
     if "Ninja" in generator:
         manifest = build_dir / "build.ninja"
@@ -107,4 +107,4 @@ def device_link_objects(build_dir: Path, generator: str, groups: set[Path]) -> s
             make = g / "build.make"
             if make.is_file() and DEVICE_LINK_OBJECT in make.read_text(errors="replace"):
                 found.add(g / DEVICE_LINK_OBJECT)
-    return found & wanted
+    return found & {g / DEVICE_LINK_OBJECT for g in groups}

@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/gen_tree.py [--sources 500] [--headers 200]
 
-Shape: ``--sources`` .cu files of varied size in 10 targets (shared, static and
+Shape: ``--sources`` .cu files of varied size (most with 1-8 template
+instantiations, every 20th with 48, as vLLM's heavy kernel files) in 10 targets (shared, static and
 object libraries; two with separable compilation, so ``-rdc`` and device-link
 objects; two built with ``--compress-mode=speed``, so LZ4 beside zstd and plain
 payloads), template kernels, 3 GPU architectures, and ``--headers`` shared
@@ -38,9 +39,12 @@ def header(i: int, count: int, rng: random.Random) -> str:
     return "\n".join(lines) + "\n"
 
 
+HEAVY_EVERY, HEAVY_AT, HEAVY_KERNELS = 20, 9, 48  # every 20th source (in "misc") is a heavy one
+
+
 def source(i: int, headers: int, rng: random.Random) -> str:
     includes = sorted(rng.sample(range(headers), rng.randint(10, 40)))
-    n = 1 + i % 8
+    n = HEAVY_KERNELS if i % HEAVY_EVERY == HEAVY_AT else 1 + i % 8
     lines = [f'#include "common/h{h:03d}.cuh"' for h in includes]
     lines += [
         f"namespace k{i} {{",
@@ -95,6 +99,20 @@ def cmake_lists(per_target: dict[str, list[str]]) -> str:
     return "\n".join(cmake) + "\n"
 
 
+def update_sources(src: Path, sources: int, headers: int) -> None:
+    """Rewrite only the sources whose generated text changed (ninja then rebuilds just those)."""
+    rng = random.Random(1234)
+    for h in range(headers):
+        header(h, headers, rng)  # keep the random stream where generate() had it
+    for i in range(sources):
+        name = TARGETS[i % len(TARGETS)][0]
+        path = src / "csrc" / name / f"k{i:04d}.cu"
+        text = source(i, headers, rng)
+        if path.read_text() != text:
+            path.write_text(text)
+            (src.parent / "build" / ".built").unlink(missing_ok=True)
+
+
 def update_cmake_lists(src: Path, sources: int) -> None:
     """Bring an already generated tree's CMakeLists.txt up to date without touching its sources."""
     per_target = {t[0]: [] for t in TARGETS}
@@ -112,6 +130,7 @@ def build_tree(sources: int = 500, headers: int = 200, cmake: str = "cmake", nin
     src, build = folder / "src", folder / "build"
     if (src / "CMakeLists.txt").exists():
         update_cmake_lists(src, sources)
+        update_sources(src, sources, headers)
     if not (build / ".built").exists():
         if not (src / "CMakeLists.txt").exists():
             generate(src, sources, headers)

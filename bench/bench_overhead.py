@@ -45,7 +45,7 @@ def configure(src: Path, build: Path, on: bool) -> None:
 
 def main() -> int:
     src, build = gen_tree.build_tree()
-    touched = src / "csrc" / "misc" / "k0019.cu"
+    touched = src / "csrc" / "misc" / "k0029.cu"  # a heavy kernel file (gen_tree.HEAVY_AT)
     try:
         configure(src, build, False)
         noop_off, one_off = measure(src, build, touched)

@@ -260,3 +260,20 @@ def test_select_cli_text(map_file: Path, tmp_path: Path, capsys: pytest.CaptureF
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("RUN  test_activation: launched 2 reached kernels")
     assert out[2].startswith("SKIP test_gemm:") and out[-1] == "2 of 3 tests to run"
+
+
+def test_changed_files_from_git_diff(tmp_path: Path) -> None:
+    from kernel_symbol_map.cli.select import changed_since
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "a.cu").write_text("1\n")
+    (tmp_path / "README").write_text("1\n")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    (tmp_path / "csrc" / "a.cu").write_text("2\n")
+    assert changed_since("HEAD", tmp_path) == ["csrc/a.cu"]

@@ -37,14 +37,14 @@ def main() -> int:
     heavy = [str(p) for p in _corpus.CACHE.glob("small-*/*.o")][:200]
     print(f"{os.cpu_count()} cores")
     for name, corpus in (("tree objects", objects), ("small objects", heavy)):
-        serial = timed(lambda: [read_kernels(o) for o in corpus])
+        serial = timed(lambda corpus=corpus: [read_kernels(o) for o in corpus])
         results = [f"{name} ({len(corpus)}): serial {serial:.3f} s"]
         for workers in (2, 4):
             with ThreadPoolExecutor(workers) as pool:
-                t = timed(lambda: list(pool.map(read_kernels, corpus)))
+                t = timed(lambda pool=pool, corpus=corpus: list(pool.map(read_kernels, corpus)))
             results.append(f"threads x{workers} {t:.3f} s")
             with ProcessPoolExecutor(workers) as pool:
-                t = timed(lambda: list(pool.map(read_kernels, corpus, chunksize=32)))
+                t = timed(lambda pool=pool, corpus=corpus: list(pool.map(read_kernels, corpus, chunksize=32)))
             results.append(f"processes x{workers} {t:.3f} s (warm pool)")
         t0 = time.perf_counter()
         with ProcessPoolExecutor(2) as pool:

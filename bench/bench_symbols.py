@@ -107,7 +107,7 @@ def main() -> int:
 
     t_native, native = timed(lambda: [read_kernels(o) for o in objects], 3)
     t_cuo, reference = timed(lambda: [cuobjdump.read_kernels(o) for o in objects])
-    same = all(a.symbols == b.symbols for a, b in zip(native, reference))
+    same = all(a.symbols == b.symbols for a, b in zip(native, reference, strict=True))
     n_symbols = sum(len(r.symbols) for r in native)
     figures.update(small_native_s=t_native, small_cuobjdump_s=t_cuo, small_ratio=t_cuo / t_native,
                    small_symbols=n_symbols, small_same=same)

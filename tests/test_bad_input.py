@@ -26,7 +26,7 @@ def _assert_one_line_errors(proc: subprocess.CompletedProcess[str], paths: list[
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == len(paths), lines
-    for line, path in zip(lines, paths):
+    for line, path in zip(lines, paths, strict=True):
         assert line.startswith(f"ERROR {path}: "), line
 
 

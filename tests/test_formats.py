@@ -10,7 +10,6 @@ import pytest
 
 from kernel_symbol_map import read_kernels
 from kernel_symbol_map._blob import Blob
-from kernel_symbol_map.archive import iter_members
 from kernel_symbol_map.errors import FormatError
 
 

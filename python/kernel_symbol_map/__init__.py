@@ -22,10 +22,10 @@ _LAZY = {
     "ToolError": "errors",
 }
 
-if TYPE_CHECKING:
-    from .consumer import KernelMap, load
-    from .devicecode import Result, read_kernels
-    from .errors import FormatError, KernelSymbolMapError, ToolError
+if TYPE_CHECKING:  # the names below, for type checkers; at run time __getattr__ imports them
+    from .consumer import KernelMap, load  # noqa: F401
+    from .devicecode import Result, read_kernels  # noqa: F401
+    from .errors import FormatError, KernelSymbolMapError, ToolError  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:

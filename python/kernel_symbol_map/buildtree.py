@@ -90,13 +90,13 @@ def load(
     pairs, groups, how = _pairs(build_dir, generator, cache, use_cache)
     by_object = {p.object: p for p in pairs}
     languages: dict[Path, str] = {}
-    members: dict[str, list[_Pair | str]] = defaultdict(list)  # target -> pairs, or errors
+    members: dict[str, list[_Pair | tuple[Path, str]]] = defaultdict(list)  # target -> pairs, or (object, error)
     if listed is not None:
         how = f"object-lists+{how}"
         for t in listed.values():
             for obj in t.objects:
                 pair = by_object.get(obj)
-                members[t.name].append(pair or f"{obj}: listed for {t.name} but not in the {how} pairs")
+                members[t.name].append(pair or (obj, f"listed for {t.name} but not in the {how} pairs"))
     else:
         assert reply is not None
         pairs_of: dict[Path, list[_Pair]] = defaultdict(list)
@@ -105,7 +105,7 @@ def load(
         for group, target in pairing.match_groups(groups, reply).items():
             group_pairs = pairs_of[group]
             if isinstance(target, str):
-                members[f"<unknown {group.name}>"].extend(target for _ in group_pairs)
+                members[f"<unknown {group.name}>"].extend((p.object, target) for p in group_pairs)
             else:
                 members[target.name].extend(group_pairs)
     if reply is not None:
@@ -125,8 +125,8 @@ def load(
     for target, items in sorted(members.items()):
         built: list[TreeObject] = built_by.setdefault(target, [])
         for item in items:
-            if isinstance(item, str):
-                objects.append(TreeObject(target, Path(item.split(":", 1)[0]), None, "", error=item))
+            if isinstance(item, tuple):
+                objects.append(TreeObject(target, item[0], None, "", error=item[1]))
                 continue
             found, error = deps(item)
             language = languages.get(item.source) or _language(item.source)

@@ -49,6 +49,6 @@ def read_dependinfo(path: Path, build_dir: Path) -> list[MakeObject]:
         raise BuildTreeError(f"{path}: CMAKE_DEPENDS_DEPENDENCY_FILES is not in fours")
     return [
         MakeObject(absolute(src, build_dir), absolute(obj, build_dir), absolute(dep, build_dir))
-        for src, obj, _format, dep in zip(*[iter(items)] * 4)
+        for src, obj, _format, dep in zip(*[iter(items)] * 4)  # noqa: B905 - fours, checked above
         if obj.endswith((".o", ".obj"))
     ]

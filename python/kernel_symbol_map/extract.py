@@ -57,7 +57,7 @@ def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options) 
             results = list(pool.map(options.read, paths, chunksize=max(1, len(paths) // (4 * options.jobs))))
     else:
         results = [options.read(p) for p in paths]
-    for (obj, key, cache), result in zip(todo, results):
+    for (obj, key, cache), result in zip(todo, results, strict=True):
         found[obj] = result
         if cache is not None and result.error is None and not result.members:
             cache.put(str(obj), key, {"kernels": {a: sorted(s) for a, s in result.kernels.items()}, "device": result.device})

@@ -68,10 +68,6 @@ class Target:
             return None
         return self.compileGroups[i].language
 
-    @property
-    def device_languages(self) -> set[str]:
-        return {g.language for g in self.compileGroups} & {"CUDA", "HIP"}
-
 
 @dataclass(frozen=True)
 class TargetRef:

@@ -24,15 +24,7 @@ import regex
 
 from . import cuda
 from ._blob import Blob, OpenFile
-from .devicecode import (
-    BEFORE_LINK,
-    HIP_BUNDLE_SECTION_PREFIX,
-    HIP_SECTION,
-    OFFLOADING_SECTION,
-    Result,
-    failed,
-    read_kernels,
-)
+from .devicecode import Result, failed, is_clang_offload_section, read_kernels, unlinked_reason
 from .elf import ElfFile, is_elf
 from .errors import FormatError, ToolError
 
@@ -223,8 +215,7 @@ def _result(path: str, member: _Member, ptx: dict[str, frozenset[str]]) -> Resul
     elif member.ptx_archs:
         kernels = dict(ptx)
     elif member.nvvm_archs:
-        archs = ", ".join(sorted(member.nvvm_archs))
-        return Result(path, error=f"only LTO-IR or bitcode device code ({archs}): {BEFORE_LINK}", device=True)
+        return Result(path, error=unlinked_reason(member.nvvm_archs), device=True)
     else:
         kernels = {}
     device = bool(member.elf or member.ptx_archs)
@@ -237,5 +228,5 @@ def _refuse_other_device_code(path: str) -> None:
         if not is_elf(blob):
             return
         for s in ElfFile(blob).sections:
-            if s.name in (HIP_SECTION, OFFLOADING_SECTION) or s.name.startswith(HIP_BUNDLE_SECTION_PREFIX):
+            if is_clang_offload_section(s.name):
                 raise FormatError(path, f"holds {s.name}, which cuobjdump cannot read")

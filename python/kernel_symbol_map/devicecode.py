@@ -145,9 +145,18 @@ class _DeviceCode:
                 merged[arch].update(read())
             return {arch: frozenset(names) for arch, names in merged.items()}
         if self.unlinked:
-            archs = ", ".join(sorted(self.unlinked))
-            raise blob.error(f"only LTO-IR or bitcode device code ({archs}): {BEFORE_LINK}")
+            raise blob.error(unlinked_reason(self.unlinked))
         return {}
+
+
+def unlinked_reason(archs: set[str]) -> str:
+    """Why an input with only LTO-IR or bitcode has no kernel list (both backends say the same)."""
+    return f"only LTO-IR or bitcode device code ({', '.join(sorted(archs))}): {BEFORE_LINK}"
+
+
+def is_clang_offload_section(name: str) -> bool:
+    """A section of HIP or clang offload code, which only this reader (not cuobjdump) understands."""
+    return name in (HIP_SECTION, OFFLOADING_SECTION) or name.startswith(HIP_BUNDLE_SECTION_PREFIX)
 
 
 def _from_elf(blob: Blob, code: _DeviceCode) -> None:

@@ -93,13 +93,9 @@ def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use
 
     reader = {}
     if args.backend == "cuobjdump":
-        from ..cuobjdump import Cuobjdump
-        from ..toolchain import find_cuobjdump
+        from .symbols import cuobjdump_backend
 
-        exe = find_cuobjdump(args.cuobjdump)
-        if exe is None:
-            raise UsageError("cuobjdump not found", "install it with `pip install nvidia-cuda-cuobjdump`")
-        reader = {"read": Cuobjdump(exe).read_kernels}
+        reader = {"read": cuobjdump_backend(args.cuobjdump).read_kernels}
     options = Options(
         build_dirs=tuple(build_dirs), out=out, source_root=root, targets=tuple(args.targets), backend=args.backend,
         commit=commit, inside_build=args.inside_build, use_cache=use_cache, jobs=max(1, args.jobs or 1), **reader,

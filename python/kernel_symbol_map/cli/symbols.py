@@ -46,7 +46,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(run=run)
 
 
-def _cuobjdump(explicit: str | None) -> Cuobjdump:
+def cuobjdump_backend(explicit: str | None) -> Cuobjdump:
+    """The cuobjdump backend, or a usage error that says how to install cuobjdump."""
     from ..cuobjdump import Cuobjdump
 
     exe = find_cuobjdump(explicit)
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from ..devicecode import read_kernels
 
     need_cuobjdump = args.backend == "cuobjdump" or args.cross_check
-    tool = _cuobjdump(args.cuobjdump) if need_cuobjdump else None
+    tool = cuobjdump_backend(args.cuobjdump) if need_cuobjdump else None
     reader = tool.read_kernels if tool and args.backend == "cuobjdump" else read_kernels
     results = [reader(p) for p in args.paths]
     differences = []

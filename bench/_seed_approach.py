@@ -1,6 +1,6 @@
 """The seed script's approach, re-expressed for side-by-side timing (never imported by the package).
 
-The seed (shared/reference/seed-kernel_symbol_map.txt) is stored without its
+The seed (../shared/reference/seed-kernel_symbol_map.txt) is stored without its
 indentation, so it cannot run as it is. This does what it does, in the same
 shape: rglob ``*.o`` under the build root, one ``cuobjdump -symbols`` process
 per object on 8 threads, ``ninja -t deps`` for header deps, one gzipped JSON.
@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from kernel_symbol_map.cuobjdump import parse_symbols
+from kernel_symbol_map.readers.cuobjdump import parse_symbols
 
 
 def _deps(build_dir: Path) -> dict[str, list[str]]:

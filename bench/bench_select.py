@@ -20,10 +20,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import CACHE  # noqa: E402
 
-from kernel_symbol_map import mapfile  # noqa: E402
-from kernel_symbol_map.consumer import load  # noqa: E402
-from kernel_symbol_map.recordings import read  # noqa: E402
-from kernel_symbol_map.selection import select  # noqa: E402
+from kernel_symbol_map import mapformat  # noqa: E402
+from kernel_symbol_map.consumer.kernelmap import load  # noqa: E402
+from kernel_symbol_map.consumer.recordings import read  # noqa: E402
+from kernel_symbol_map.consumer.selection import select  # noqa: E402
 
 
 def synthetic_map(objects: int, deps: int, rng: random.Random) -> dict:
@@ -52,7 +52,7 @@ def main() -> int:
     folder.mkdir(parents=True, exist_ok=True)
     doc = synthetic_map(args.objects, args.deps, rng)
     path = folder / "map.json.gz"
-    mapfile.write(doc, path)
+    mapformat.write(doc, path)
     all_kernels = [s for o in doc["objects"] for s in o["symbols"]]
     recordings = folder / "recordings.jsonl"
     with recordings.open("w") as f:

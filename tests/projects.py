@@ -10,7 +10,7 @@ from pathlib import Path
 
 import toolchains
 
-from kernel_symbol_map.fileapi import write_query
+from kernel_symbol_map.buildtree.fileapi import write_query
 
 PROJECTS = Path(__file__).resolve().parent / "projects"
 VENV_BIN = Path(sys.executable).parent

@@ -8,8 +8,8 @@ import pytest
 from conftest import CUDA_OBJECTS
 
 from kernel_symbol_map import read_kernels
-from kernel_symbol_map.crosscheck import compare
-from kernel_symbol_map.cuobjdump import Cuobjdump
+from kernel_symbol_map.readers.crosscheck import compare
+from kernel_symbol_map.readers.cuobjdump import Cuobjdump
 
 K_KERNELS = {"_Z2skPi", "_ZN2ns2tkIfEEvPT_", "_ZN2ns2tkIiEEvPT_", "ck"}
 K2_KERNELS = {"_Z4fillILi1EEvPi", "_Z4fillILi2EEvPi", "_Z5childPi"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernel_symbol_map import read_kernels
-from kernel_symbol_map.cuobjdump import Cuobjdump, parse_symbols
+from kernel_symbol_map.readers.cuobjdump import Cuobjdump, parse_symbols
 from kernel_symbol_map.errors import ToolError
 
 CAPTURED = Path(__file__).parent / "data" / "cuobjdump"

@@ -14,8 +14,8 @@ from projects import Build
 
 from kernel_symbol_map.cli import main
 from kernel_symbol_map.errors import BuildTreeError
-from kernel_symbol_map.makedeps import parse_depfile
-from kernel_symbol_map.ninjadeps import NinjaDeps, stale
+from kernel_symbol_map.buildtree.makedeps import parse_depfile
+from kernel_symbol_map.buildtree.ninjadeps import NinjaDeps, stale
 
 
 def write_ninja_deps(path: Path, records: list[tuple[str, int, list[str]]], version: int = 4) -> None:

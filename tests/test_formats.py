@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernel_symbol_map import read_kernels
-from kernel_symbol_map._blob import Blob
+from kernel_symbol_map.readers._blob import Blob
 from kernel_symbol_map.errors import FormatError
 
 

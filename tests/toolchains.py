@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_symbol_map.toolchain import find_cuobjdump, find_nvcc
+from kernel_symbol_map.buildtree.toolchain import find_cuobjdump, find_nvcc
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"

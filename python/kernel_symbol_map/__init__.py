@@ -10,21 +10,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 _LAZY = {
-    "read_kernels": "devicecode",
-    "Result": "devicecode",
-    "load": "consumer",
-    "KernelMap": "consumer",
+    "read_kernels": "readers.devicecode",
+    "Result": "readers.devicecode",
+    "load": "consumer.kernelmap",
+    "KernelMap": "consumer.kernelmap",
     "FormatError": "errors",
     "KernelSymbolMapError": "errors",
     "ToolError": "errors",
 }
 
 if TYPE_CHECKING:  # the names below, for type checkers; at run time __getattr__ imports them
-    from .consumer import KernelMap, load  # noqa: F401
-    from .devicecode import Result, read_kernels  # noqa: F401
+    from .consumer.kernelmap import KernelMap, load  # noqa: F401
+    from .readers.devicecode import Result, read_kernels  # noqa: F401
     from .errors import FormatError, KernelSymbolMapError, ToolError  # noqa: F401
 
 

@@ -13,7 +13,7 @@ import typing
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from .errors import BuildTreeError
+from ..errors import BuildTreeError
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import BuildTreeError
+from ..errors import BuildTreeError
 
 OBJECT_SUFFIXES = (".o", ".obj")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import regex
 
 from .compdb import absolute
-from .errors import BuildTreeError
+from ..errors import BuildTreeError
 
 _SET = regex.compile(r"set\(\s*(\w+)((?:\s+\"(?:[^\"\\]|\\.)*\")*)\s*\)", regex.S)
 _QUOTED = regex.compile(r"\"((?:[^\"\\]|\\.)*)\"")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._jsonmodel import convert
-from .errors import BuildTreeError
+from ..errors import BuildTreeError
 
 CLIENT = "client-kernel_symbol_map"
 QUERY = {

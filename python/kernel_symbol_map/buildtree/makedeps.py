@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import BuildTreeError
+from ..errors import BuildTreeError
 
 
 def parse_depfile(text: str) -> dict[str, list[str]]:

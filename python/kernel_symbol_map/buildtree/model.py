@@ -20,9 +20,10 @@ from pathlib import Path
 
 import regex
 
-from . import __version__, compdb, dependinfo, fileapi, pairing
-from .cache import memoised
-from .errors import BuildTreeError
+from .._statefile import memoised
+from .._version import __version__
+from . import compdb, dependinfo, fileapi, pairing
+from ..errors import BuildTreeError
 from .makedeps import read_depfile
 from .ninjadeps import NinjaDeps, stale
 

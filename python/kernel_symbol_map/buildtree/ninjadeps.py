@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BuildTreeError
+from ..errors import BuildTreeError
 
 MAGIC = b"# ninjadeps\n"
 VERSION = 4

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .compdb import absolute
-from .errors import BuildTreeError
+from ..errors import BuildTreeError
 from .fileapi import Reply, Target
 
 PACKAGE_LISTS = Path(".kernel_symbol_map") / "targets"

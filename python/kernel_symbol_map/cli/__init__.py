@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
+from .._version import __version__
 from ..cmakedir import cmake_dir
 from . import _output, build, demo, diffmaps, query, select, show, symbols, validate
 

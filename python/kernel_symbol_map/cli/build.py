@@ -14,7 +14,9 @@ import argparse
 import os
 from pathlib import Path
 
-from .. import __version__, cache, mapfile
+from .. import mapformat
+from .._version import __version__
+from ..producer import cache
 from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, tip
 
 DEFAULT_OUT = "kernel_symbol_map.json.gz"
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     build_dirs = [b.resolve() for b in (args.build_dirs or build_dirs_under(args.build_root))]
     out = (args.out or (build_dirs[0] / DEFAULT_OUT if build_dirs else Path(DEFAULT_OUT))).resolve()
     root = args.source_root.resolve() if args.source_root else None
-    commit = mapfile.resolve_commit(args.commit, root or (build_dirs[0] if build_dirs else Path.cwd()))
+    commit = mapformat.resolve_commit(args.commit, root or (build_dirs[0] if build_dirs else Path.cwd()))
     fingerprint_options = {
         "build_dirs": [str(b) for b in build_dirs], "source_root": str(root), "targets": args.targets,
         "backend": args.backend, "commit": commit, "epoch": os.environ.get("SOURCE_DATE_EPOCH", ""),
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use_cache) -> int:  # noqa: ANN001
-    from ..extract import Options, build_map
+    from ..producer.extract import Options, build_map
 
     reader = {}
     if args.backend == "cuobjdump":
@@ -112,7 +114,7 @@ def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use
         document = build_map(Options(build_dirs=(), out=out, commit=commit, use_cache=False)).document
         document["incomplete"] = True
         document["reason"] = f"internal error in kernel-symbol-map: {e!r}"
-    size = mapfile.write(document, out)
+    size = mapformat.write(document, out)
     reason = document.get("reason")
     _summary(out, size, document["stats"], reason)
     if reason and document["errors"]:

@@ -15,8 +15,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from ..buildtree.toolchain import find_nvcc
 from ..errors import ToolError
-from ..toolchain import find_nvcc
 from . import show
 from ._output import UsageError
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ._output import EXIT_OK
 
 if TYPE_CHECKING:
-    from ..consumer import KernelMap
+    from ..consumer.kernelmap import KernelMap
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -41,7 +41,7 @@ def compare(old: KernelMap, new: KernelMap) -> dict[str, list]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..consumer import load
+    from ..consumer.kernelmap import load
 
     result = compare(load(args.old), load(args.new))
     if args.json:

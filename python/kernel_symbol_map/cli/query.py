@@ -19,7 +19,7 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..consumer import demangle, load
+    from ..consumer.kernelmap import demangle, load
 
     kmap = load(args.map)
     answers = []

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ._output import EXIT_OK, UsageError, warning
 
 if TYPE_CHECKING:
-    from ..consumer import KernelMap
+    from ..consumer.kernelmap import KernelMap
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,9 +47,9 @@ def changed_since(base: str, root: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..consumer import load
-    from ..recordings import read
-    from ..selection import StaticRules, select
+    from ..consumer.kernelmap import load
+    from ..consumer.recordings import read
+    from ..consumer.selection import StaticRules, select
 
     changed = args.changed or changed_since(args.diff, args.source_root)
     kmap: KernelMap | None = None

@@ -6,7 +6,7 @@ import argparse
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .. import mapfile
+from .. import mapformat
 from ._output import EXIT_OK
 
 
@@ -18,7 +18,7 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    doc = mapfile.read(args.map)
+    doc = mapformat.read(args.map)
     stats = doc["stats"]
     print(f"{args.map}: version {doc['version']}, commit {doc['commit'] or '(none)'}, "
           f"{doc.get('backend', 'cuda')} {doc['cuda'] or ''}".rstrip())

@@ -9,13 +9,13 @@ from typing import Any
 
 from typing import TYPE_CHECKING
 
-from .. import __version__
-from ..toolchain import find_cuobjdump
+from .._version import __version__
+from ..buildtree.toolchain import find_cuobjdump
 from ._output import EXIT_INPUT, EXIT_OK, UsageError, error
 
 if TYPE_CHECKING:
-    from ..cuobjdump import Cuobjdump
-    from ..devicecode import Result
+    from ..readers.cuobjdump import Cuobjdump
+    from ..readers.devicecode import Result
 
 JSON_SCHEMA = "kernel-symbol-map/symbols/1"
 
@@ -48,7 +48,7 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def cuobjdump_backend(explicit: str | None) -> Cuobjdump:
     """The cuobjdump backend, or a usage error that says how to install cuobjdump."""
-    from ..cuobjdump import Cuobjdump
+    from ..readers.cuobjdump import Cuobjdump
 
     exe = find_cuobjdump(explicit)
     if exe is None:
@@ -60,8 +60,8 @@ def cuobjdump_backend(explicit: str | None) -> Cuobjdump:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..crosscheck import compare
-    from ..devicecode import read_kernels
+    from ..readers.crosscheck import compare
+    from ..readers.devicecode import read_kernels
 
     need_cuobjdump = args.backend == "cuobjdump" or args.cross_check
     tool = cuobjdump_backend(args.cuobjdump) if need_cuobjdump else None

@@ -16,7 +16,7 @@ SCHEMA = "kernel_symbol_map.v1.schema.json"
 
 
 def schema() -> dict[str, Any]:
-    return json.loads((files("kernel_symbol_map") / "schema" / SCHEMA).read_text())
+    return json.loads((files("kernel_symbol_map.mapformat") / SCHEMA).read_text())
 
 
 def problems(document: Any) -> list[str]:

@@ -22,8 +22,8 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import mapfile
-from .errors import MapError
+from .. import mapformat
+from ..errors import MapError
 
 MAP_NAME = "kernel_symbol_map.json.gz"
 
@@ -190,7 +190,7 @@ def load(source: str | Path) -> KernelMap:
     if path.suffix == ".whl" and path.is_file():
         return KernelMap(_from_wheel(path), str(path))
     if path.exists():
-        return KernelMap(mapfile.read(path), str(path))
+        return KernelMap(mapformat.read(path), str(path))
     name = str(source)
     if not name.isidentifier():
         raise MapError(f"{source}: no such file, wheel or installed package")
@@ -201,7 +201,7 @@ def load(source: str | Path) -> KernelMap:
     if not resource.is_file():
         raise MapError(f"{name}: the installed package ships no {MAP_NAME}")
     with importlib.resources.as_file(resource) as real:
-        return KernelMap(mapfile.read(real), f"{name}/{MAP_NAME}")
+        return KernelMap(mapformat.read(real), f"{name}/{MAP_NAME}")
 
 
 def _from_wheel(wheel: Path) -> dict[str, Any]:
@@ -217,7 +217,7 @@ def _from_wheel(wheel: Path) -> dict[str, Any]:
         document = json.loads(gzip.decompress(raw))
     except (OSError, EOFError, ValueError) as e:
         raise MapError(f"{wheel}!{members[0]}: not a gzipped JSON map ({e})") from None
-    mapfile.validate(document, f"{wheel}!{members[0]}")
+    mapformat.validate(document, f"{wheel}!{members[0]}")
     return document
 
 

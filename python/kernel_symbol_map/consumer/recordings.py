@@ -25,7 +25,7 @@ from pathlib import Path
 
 import regex
 
-from .errors import RecordingError
+from ..errors import RecordingError
 
 _FOOTER = regex.compile(r"^# end records=(\d+) unique=(\d+) dropped=(\d+)$")
 _DROPPED = regex.compile(r"^# dropped=(\d+)$")

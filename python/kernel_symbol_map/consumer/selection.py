@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .consumer import KernelMap, Reach
-from .errors import KernelSymbolMapError
+from .kernelmap import KernelMap, Reach
+from ..errors import KernelSymbolMapError
 from .recordings import Recording
 
 # Why evidence could not remove tests.

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .errors import MapError
+from ..errors import MapError
 
 VERSION = 1
 COMMIT_VARIABLES = ("BUILDKITE_COMMIT", "GITHUB_SHA", "CI_COMMIT_SHA", "VLLM_BUILD_COMMIT")

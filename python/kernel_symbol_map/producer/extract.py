@@ -10,11 +10,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import __version__, buildtree, mapfile
-from .buildtree import BuildTree, TreeObject
-from .cache import ObjectCache, stat_key
-from .devicecode import Result, read_kernels
-from .errors import BuildTreeError
+from .. import mapformat
+from .._statefile import stat_key
+from .._version import __version__
+from ..buildtree.model import BuildTree, TreeObject
+from ..buildtree.model import load as load_tree
+from ..errors import BuildTreeError
+from ..readers.devicecode import Result, read_kernels
+from .cache import ObjectCache
 
 DEVICE_LANGUAGES = ("CUDA", "HIP")
 
@@ -71,7 +74,7 @@ def _entry(
     entry: dict[str, Any] = {
         "source": relative(str(source)),
         "target": obj.target,
-        "object": mapfile.relpath(obj.object, tree.build_dir),
+        "object": mapformat.relpath(obj.object, tree.build_dir),
         "device": obj.language in DEVICE_LANGUAGES or bool(result and result.device),
         "symbols": list(result.symbols) if result else [],
         "deps": sorted({relative(d) for d in obj.deps}),
@@ -93,7 +96,7 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     for build_dir in options.build_dirs:
         try:
             trees.append(
-                buildtree.load(
+                load_tree(
                     build_dir, inside_build=options.inside_build, targets=list(options.targets) or None, log=log,
                     use_cache=options.use_cache,
                 )
@@ -101,7 +104,7 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         except BuildTreeError as e:
             problems.append(str(e))
     root = (options.source_root or (trees[0].source_root if trees else Path.cwd())).resolve()
-    relative = lru_cache(maxsize=None)(lambda p: mapfile.relpath(p, root))
+    relative = lru_cache(maxsize=None)(lambda p: mapformat.relpath(p, root))
     tool = f"{__version__}/{options.backend}"
     caches = {t.build_dir: ObjectCache(t.build_dir, tool, log) for t in trees} if options.use_cache else {}
     results = _read_all(
@@ -116,11 +119,11 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     objects.sort(key=lambda e: (e["source"], e["target"], e["object"]))
     errors = [{"object": e["object"], "source": e["source"], "error": e["error"]} for e in objects if "error" in e]
     document: dict[str, Any] = {
-        "version": mapfile.VERSION,
-        "commit": mapfile.resolve_commit(options.commit, root),
+        "version": mapformat.VERSION,
+        "commit": mapformat.resolve_commit(options.commit, root),
         "cuda": next((t.cuda_version for t in trees if t.cuda_version), ""),
-        "generated_at": mapfile.generated_at(),
-        "build_dirs": [mapfile.relpath(b.resolve(), root) for b in options.build_dirs],
+        "generated_at": mapformat.generated_at(),
+        "build_dirs": [mapformat.relpath(b.resolve(), root) for b in options.build_dirs],
         "incomplete": False,
         "errors": errors,
         "objects": objects,
@@ -136,14 +139,14 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     notes = [n for t in trees for n in t.notes]
     if notes:
         document["notes"] = notes
-    mapfile.fail_closed(document)
+    mapformat.fail_closed(document)
     if problems:
         document["incomplete"] = True
         document["objects"] = []
         document["reason"] = "; ".join(problems)
     elif not trees or not objects:
         document["reason"] = "no compiled objects in the build tree"
-    seconds = 0.0 if mapfile.source_date_epoch() is not None else round(time.perf_counter() - started, 2)
+    seconds = 0.0 if mapformat.source_date_epoch() is not None else round(time.perf_counter() - started, 2)
     document["stats"] = {
         "objects": len(objects),
         "device_objects": sum(1 for e in objects if e["device"]),

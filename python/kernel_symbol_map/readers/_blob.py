@@ -16,7 +16,7 @@ import stat
 import struct
 from typing import Protocol
 
-from .errors import FormatError
+from ..errors import FormatError
 
 # Files up to this size are read whole: one syscall beats many small preads.
 WHOLE_FILE_LIMIT = 8 << 20

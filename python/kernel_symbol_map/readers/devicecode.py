@@ -6,7 +6,7 @@ clang), a static archive, a shared library or executable, a raw ``.fatbin`` or
 per architecture, and an error when the input cannot be read. Bad input never
 raises; it becomes ``Result.error``.
 
-Which code counts, per input (see ``shared/reference/facts.md``):
+Which code counts, per input (see ``../shared/reference/facts.md``):
 
 * ``.nv_fatbin`` when present, else ``__nv_relfatbin`` (cuobjdump's choice);
   ``.hip_fatbin`` and ``__CLANG_OFFLOAD_BUNDLE__*`` sections for HIP;
@@ -29,7 +29,7 @@ from typing import Any
 from . import archive, cuda, fatbin, hip, offloading
 from ._blob import Blob, OpenFile
 from .elf import EM_AMDGPU, EM_CUDA, ElfFile, is_elf
-from .errors import FormatError
+from ..errors import FormatError
 
 CUDA_SECTIONS = (".nv_fatbin", "__nv_relfatbin")  # in cuobjdump's order of preference
 HIP_SECTION = ".hip_fatbin"

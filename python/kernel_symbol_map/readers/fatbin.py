@@ -1,6 +1,6 @@
 """CUDA fatbin containers: the entries of ``.nv_fatbin`` / ``__nv_relfatbin`` and raw ``.fatbin`` files.
 
-The layout is undocumented by NVIDIA; ``shared/reference/facts.md`` records what
+The layout is undocumented by NVIDIA; ``../shared/reference/facts.md`` records what
 was measured, and the tests re-check it against nvcc's output and cuobjdump.
 Hand-written because no library reads it.
 

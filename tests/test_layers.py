@@ -1,0 +1,134 @@
+"""The package's layers import one way: read every import with ``ast`` and check the rules.
+
+Layers are the package's sub-folders; ``errors``, ``_version``, ``_statefile``
+and ``cmakedir`` are shared by all. The rules (README, "Layout"):
+
+- ``readers`` and ``buildtree`` import nothing of ``producer``, ``consumer``
+  or ``cli``, nor of each other;
+- ``mapformat`` imports only ``errors``;
+- ``consumer`` imports only ``mapformat`` and ``errors``;
+- ``producer`` imports neither ``consumer`` nor ``cli``;
+- nothing imports ``cli`` except ``__main__``;
+- no layer imports the package's face (``kernel_symbol_map/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "kernel_symbol_map"
+ROOT = Path(__file__).resolve().parents[1] / "python" / PACKAGE
+SHARED = {"errors", "_version", "_statefile", "cmakedir"}
+LAYERS = {"readers", "buildtree", "mapformat", "producer", "consumer", "cli"}
+
+# layer -> the other parts of the package it may import (itself always allowed)
+ALLOWED: dict[str, set[str]] = {
+    "readers": SHARED,
+    "buildtree": SHARED,
+    "mapformat": {"errors"},
+    "consumer": {"mapformat", "errors"},
+    "producer": SHARED | {"readers", "buildtree", "mapformat"},
+    "cli": SHARED | {"readers", "buildtree", "mapformat", "producer", "consumer"},
+    # shared modules stay at the bottom
+    "errors": set(),
+    "_version": set(),
+    "_statefile": set(),
+    "cmakedir": {"errors"},
+    # the package's face names the public API lazily; __main__ runs the CLI
+    "__init__": SHARED | {"readers", "consumer"},
+    "__main__": {"cli"},
+}
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([PACKAGE, *parts])
+
+
+def _imports(path: Path, root: Path) -> list[tuple[int, str]]:
+    """(line, absolute module) for every import of this package in ``path``, lazy ones included."""
+    module = _module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # `from .. import mapformat` imports a module; `from .. import __version__` the package itself
+            for alias in node.names:
+                candidate = f"{target}.{alias.name}"
+                is_module = any((root.parent / candidate.replace(".", "/")).with_suffix(s).exists()
+                                for s in (".py", "")) or (root.parent / candidate.replace(".", "/")).is_dir()
+                found.append((node.lineno, candidate if is_module else target))
+    return [(line, name) for line, name in found if name == PACKAGE or name.startswith(PACKAGE + ".")]
+
+
+def _part(module: str) -> str:
+    """The layer or shared module a dotted name belongs to (``__init__`` for the package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        importer = _part(_module_name(path, root))
+        if path.parent == root and path.stem == "__init__":
+            importer = "__init__"
+        for line, name in _imports(path, root):
+            imported = _part(name)
+            if imported == importer:
+                continue
+            if importer not in ALLOWED:
+                out.append(f"{path.relative_to(root)}: not in a known layer; add it to ALLOWED")
+            elif imported not in ALLOWED[importer]:
+                what = "the package's face" if imported == "__init__" else imported
+                out.append(f"{path.relative_to(root)}:{line}: {importer} must not import {what} ({name})")
+    return out
+
+
+def test_every_module_belongs_to_a_layer_or_is_shared() -> None:
+    parts = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    modules = {p.stem for p in ROOT.glob("*.py")} - {"__init__", "__main__"}
+    assert parts == LAYERS
+    assert modules == SHARED
+
+
+def test_imports_run_one_way() -> None:
+    assert violations() == []
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "expected"),
+    [
+        ("readers/elf.py", "from ..buildtree import fileapi", "readers must not import buildtree"),
+        ("buildtree/model.py", "from ..producer.cache import ObjectCache", "buildtree must not import producer"),
+        ("consumer/selection.py", "from ..readers import devicecode", "consumer must not import readers"),
+        ("producer/extract.py", "from ..cli import build", "producer must not import cli"),
+        ("mapformat/__init__.py", "from .._version import __version__", "mapformat must not import _version"),
+        ("buildtree/model.py", "from .. import __version__", "buildtree must not import the package's face"),
+        ("readers/cuda.py", "    from ..consumer.kernelmap import load", "readers must not import consumer"),
+    ],
+)
+def test_a_forbidden_import_is_caught(tmp_path: Path, module: str, line: str, expected: str) -> None:
+    """The checker itself can fail: copy the package, add one forbidden import, see it named."""
+    import shutil
+
+    copy = tmp_path / PACKAGE
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / module
+    body = f"def _added():\n{line}\n" if line.startswith(" ") else f"{line}\n"
+    target.write_text(target.read_text() + "\n" + body)
+    found = violations(copy)
+    assert len(found) == 1 and expected in found[0], found

@@ -1,6 +1,6 @@
 """Issue 6's figures on the vLLM-sized generated tree, side by side in one run.
 
-    .venv/bin/python bench/bench_scale.py
+    .venv/bin/python bench/bench_scale.py [--sources 500]
 
 (a) the seed approach (cuobjdump -symbols per object on 8 threads, `ninja -t
 deps`), (b) our full extraction with a cold cache, (c) re-extraction after
@@ -10,6 +10,7 @@ our peak memory. Bytecode is cached, as in an installed wheel.
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,10 @@ from bench_build import old_cuobjdump  # noqa: E402
 
 
 def main() -> int:
-    src, build = gen_tree.build_tree()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sources", type=int, default=500, help="size of the generated tree (README figures: 500)")
+    args = ap.parse_args()
+    src, build = gen_tree.build_tree(args.sources)
     out = CACHE / "maps"
     out.mkdir(parents=True, exist_ok=True)
     ours = out / "scale.json.gz"
@@ -44,7 +48,7 @@ def main() -> int:
 
     seed_kib = (out / "seed.json.gz").stat().st_size / 1024
     ours_kib = ours.stat().st_size / 1024
-    print(f"tree: {build} (500 .cu, 3 archs, 200 shared headers)")
+    print(f"tree: {build} ({args.sources} .cu, 3 archs, 200 shared headers)")
     print(f"  (a) seed approach              {t_seed:6.2f} s")
     print(f"  (b) full extraction, cold      {t_cold:6.2f} s   {t_seed / t_cold:5.1f}x faster than (a) (target >= 10x)")
     print(f"  (c) one .cu touched, rebuilt   {t_one:6.2f} s   (target < 0.5 s)")

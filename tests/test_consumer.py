@@ -93,12 +93,12 @@ def test_unclearable_files_fall_back(kmap: KernelMap, changed: list[str], code: 
     assert s.to_run == ["test_activation", "test_attention", "test_gemm"]
 
 
-def test_unknown_file_falls_back(kmap: KernelMap) -> None:
+def test_an_object_with_an_error_makes_the_map_no_evidence(kmap: KernelMap) -> None:
     doc = json.loads(json.dumps(kmap.document))
     broken = next(o for o in doc["objects"] if o["source"] == "csrc/core/gemm.cu")
     broken["error"] = "unreadable"
-    s = select(KernelMap(doc), RECORDINGS, ["csrc/core/gemm.cu"])
-    assert s.fallback == "unknown-file"
+    s = select(KernelMap(doc), RECORDINGS, ["csrc/a/util.cu"])
+    assert s.fallback == "map-incomplete" and len(s.to_run) == 3
 
 
 def test_incomplete_recording_never_removes_its_test(kmap: KernelMap) -> None:
@@ -263,7 +263,7 @@ def test_select_cli_text(map_file: Path, tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_changed_files_from_git_diff(tmp_path: Path) -> None:
-    from kernel_symbol_map.cli.select import changed_since
+    from kernel_symbol_map.consumer.changes import changed_files
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
@@ -276,4 +276,4 @@ def test_changed_files_from_git_diff(tmp_path: Path) -> None:
     git("add", "-A")
     git("commit", "-qm", "base")
     (tmp_path / "csrc" / "a.cu").write_text("2\n")
-    assert changed_since("HEAD", tmp_path) == ["csrc/a.cu"]
+    assert changed_files(tmp_path, ["HEAD"], tmp_path).paths == ("csrc/a.cu",)

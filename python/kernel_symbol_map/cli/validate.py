@@ -1,34 +1,27 @@
-"""``validate``: check maps against the JSON Schema shipped in the package."""
+"""``validate``: check maps against version 1's rules and the JSON Schema shipped in the package.
+
+The rules are :func:`mapformat.problems`, the same validator ``load`` and
+``select`` use; the JSON Schema check adds the optional fields' types.
+"""
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
-from importlib.resources import files
 from pathlib import Path
-from typing import Any
 
-from ..errors import MapError
+from .. import mapformat
 from ._output import EXIT_INPUT, EXIT_OK, error
 
-SCHEMA = "kernel_symbol_map.v1.schema.json"
 
-
-def schema() -> dict[str, Any]:
-    return json.loads((files("kernel_symbol_map.mapformat") / SCHEMA).read_text())
-
-
-def problems(document: Any) -> list[str]:
-    """Every schema violation, as ``path: message``."""
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(schema())
-    return [f"/{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(document)]
+def problems(document: object) -> list[str]:
+    """Every problem of ``document``: version 1's rules first, then what only the schema catches."""
+    found = mapformat.problems(document)
+    return found + ([] if found else mapformat.schema_problems(document))
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("validate", help=f"check maps against the shipped JSON Schema ({SCHEMA})", allow_abbrev=False)
+    p = sub.add_parser("validate", help=f"check maps against the shipped JSON Schema ({mapformat.SCHEMA})",
+                       allow_abbrev=False)
     p.add_argument("maps", nargs="+", type=Path, metavar="MAP")
     p.set_defaults(run=run)
 
@@ -36,12 +29,7 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     bad = 0
     for path in args.maps:
-        try:
-            document = json.loads(gzip.decompress(path.read_bytes()))
-        except OSError as e:
-            raise MapError(f"{path}: {getattr(e, 'strerror', None) or e}") from None
-        except (EOFError, ValueError) as e:
-            raise MapError(f"{path}: not a gzipped JSON map ({e})") from None
+        document = mapformat.decode(path)
         found = problems(document)
         if found:
             bad += 1

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import zipfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -89,12 +90,33 @@ class KernelMap:
 
     @property
     def reason(self) -> str | None:
-        """Why the map holds no evidence, or None when it does."""
-        if "reason" in self.document:
-            return self.document["reason"]
-        if not self.document["objects"]:
+        """Why the map holds no evidence, or None when it does.
+
+        ``load`` already rejects maps that break the fail-closed rules; they are
+        checked again here so that a document built in memory is held to them too.
+        """
+        doc = self.document
+        if "reason" in doc:
+            return doc["reason"]
+        if doc.get("incomplete"):
+            return "the map says it is incomplete"
+        if doc.get("errors"):
+            return f"the map lists {len(doc['errors'])} errors"
+        if any("error" in o for o in doc["objects"]):
+            return "an object of the map carries an error"
+        if not doc["objects"]:
             return "the map lists no objects"
         return None
+
+    @property
+    def only_targets(self) -> tuple[str, ...]:
+        """The targets a subset map covers (``build --targets``); empty for a whole build."""
+        return tuple(self.document.get("only_targets", ()))
+
+    @cached_property
+    def symbols(self) -> frozenset[str]:
+        """Every kernel the map knows."""
+        return frozenset(s for o in self.objects for s in o["symbols"])
 
     @property
     def has_evidence(self) -> bool:
@@ -130,12 +152,34 @@ class KernelMap:
         """The reach of ``path`` (a source or header, as the map spells it) and how."""
         return self.reach(path)[0]
 
-    def reach(self, *paths: str) -> list[Reach]:
-        """The reach of each of ``paths``, in one pass over the map."""
+    def reach(self, *paths: str, canonical: Callable[[str], str] | None = None) -> list[Reach]:
+        """The reach of each of ``paths``, in one pass over the map.
+
+        With ``canonical`` (see :class:`.canonical.Canonical`), a path also
+        reaches every object that spells the same file another way, such as a
+        header included through a symlink.
+        """
         if not self.has_evidence:
             return [Reach(p, "no-evidence", frozenset()) for p in paths]
-        index = self.__dict__.get("_paths") or self._scan(set(paths))
-        return [self._reach(p, index.get(p, [])) for p in paths]
+        spellings = {p: {p} for p in paths}
+        if canonical is not None:
+            aliases = self._aliases(canonical)
+            for p in paths:
+                spellings[p] |= aliases.get(canonical(p), set())
+        index = self.__dict__.get("_paths") or self._scan(set().union(*spellings.values()) if paths else set())
+        return [self._reach(p, sorted({h for s in spellings[p] for h in index.get(s, [])})) for p in paths]
+
+    def _aliases(self, canonical: Callable[[str], str]) -> dict[str, set[str]]:
+        """Canonical key -> every spelling of that file in the map; once per ``canonical``."""
+        cached = self.__dict__.get("_alias_cache")
+        if cached is not None and cached[0] is canonical:
+            return cached[1]
+        distinct = {o["source"] for o in self.objects}.union(*(o["deps"] for o in self.objects))
+        aliases: dict[str, set[str]] = defaultdict(set)
+        for p in distinct:
+            aliases[canonical(p)].add(p)
+        self.__dict__["_alias_cache"] = (canonical, aliases)
+        return aliases
 
     def _reach(self, path: str, hits: list[tuple[int, str]]) -> Reach:
         if not hits:

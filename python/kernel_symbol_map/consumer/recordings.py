@@ -10,8 +10,12 @@ Three formats:
   the NVTX ranges (named after tests) that enclose their launches.
 
 A recording with dropped records, or without its end footer, is incomplete
-and can never justify skipping a test. Formats that carry no commit take
-``--recordings-commit``.
+and can never justify skipping a test; so is an Nsight kernel that cannot be
+put inside exactly the tests whose ranges hold its launch. Every kernel name,
+in every format, must be mangled: a demangled name is an error, since it
+could never match the map. Formats that carry no commit take
+``--recordings-commit``. :func:`read_each` keeps going past an unreadable
+file and says which tests it would have covered.
 """
 
 from __future__ import annotations
@@ -43,17 +47,50 @@ class Recording:
     why_incomplete: str = ""
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """A recording file that could not be read; ``tests`` is None when its tests cannot be known."""
+
+    path: Path
+    why: str
+    tests: frozenset[str] | None
+
+
 def read(paths: Iterable[Path], commit: str = "") -> list[Recording]:
     """Every recording in ``paths``; one test's records from several files are merged."""
+    return merge([r for path in paths for r in _read_one(path, commit)])
+
+
+def read_each(paths: Iterable[Path], commit: str = "") -> tuple[list[Recording], list[Unreadable]]:
+    """Like :func:`read`, but an unreadable file is set aside with the tests it names, not raised."""
     found: list[Recording] = []
+    bad: list[Unreadable] = []
     for path in paths:
-        if path.suffix == ".jsonl":
-            found += _jsonl(path, commit)
-        elif path.suffix in (".sqlite", ".db"):
-            found += _nsys(path, commit)
-        else:
-            found.append(_text(path, commit))
-    return merge(found)
+        try:
+            found += _read_one(path, commit)
+        except RecordingError as e:
+            bad.append(Unreadable(path, str(e), _tests_named(path)))
+    return merge(found), bad
+
+
+def _read_one(path: Path, commit: str) -> list[Recording]:
+    if path.suffix == ".jsonl":
+        return _jsonl(path, commit)
+    if path.suffix in (".sqlite", ".db"):
+        return _nsys(path, commit)
+    return [_text(path, commit)]
+
+
+def _tests_named(path: Path) -> frozenset[str] | None:
+    """The tests an unreadable file was about, when that much can still be told."""
+    if path.suffix in (".jsonl", ".sqlite", ".db"):
+        return None  # any line or row could have named any test
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return frozenset({path.stem})
+    named = [m.group(1) for line in lines if (m := _TEST.match(line.strip()))]
+    return frozenset(named[-1:] or [path.stem])
 
 
 def merge(recordings: list[Recording]) -> list[Recording]:
@@ -67,11 +104,11 @@ def merge(recordings: list[Recording]) -> list[Recording]:
             merged.append(parts[0])
             continue
         commits = {p.commit for p in parts}
-        if len(commits) > 1:
-            raise RecordingError(f"{test}: recorded at several commits ({', '.join(sorted(commits))})")
         whys = [p.why_incomplete for p in parts if not p.complete]
+        if len(commits) > 1:  # no single commit to compare with the map's: never evidence
+            whys.append(f"recorded at several commits ({', '.join(sorted(c or '(unknown)' for c in commits))})")
         merged.append(Recording(
-            test, frozenset().union(*(p.kernels for p in parts)), not whys, commits.pop(),
+            test, frozenset().union(*(p.kernels for p in parts)), not whys, commits.pop() if len(commits) == 1 else "",
             ", ".join(p.where for p in parts), "; ".join(whys),
         ))
     return sorted(merged, key=lambda r: r.test)
@@ -130,19 +167,23 @@ def _jsonl(path: Path, default_commit: str) -> list[Recording]:
         kernels = record.get("kernels")
         if not isinstance(kernels, list) or not all(isinstance(k, str) for k in kernels):
             raise RecordingError(f"{where}: \"kernels\" must be a list of strings")
+        bad = next((k for k in kernels if not _NAME.match(k)), None)
+        if bad is not None:
+            raise RecordingError(f"{where}: not a mangled kernel name: {bad[:80]!r}")
         complete = record.get("complete")
         if not isinstance(complete, bool):
             raise RecordingError(f"{where}: \"complete\" must be true or false")
         commit = record.get("commit", default_commit)
         if not isinstance(commit, str):
             raise RecordingError(f"{where}: \"commit\" must be a string")
+        why = record.get("reason") if isinstance(record.get("reason"), str) else "the recorder marked it incomplete"
         found.append(Recording(record["test"], frozenset(kernels), complete, commit, where,
-                               "" if complete else "the recorder marked it incomplete"))
+                               "" if complete else why))
     return found
 
 
 _NSYS_JOIN = """
-SELECT k.correlationId, s.value, k.start, r.start, r.globalTid
+SELECT s.value, k.start, k.end, r.start, r.globalTid
 FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
 JOIN StringIds AS s ON s.id = k.mangledName
 LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId
@@ -154,21 +195,63 @@ WHERE n.end IS NOT NULL
 """
 
 
+@dataclass(frozen=True)
+class _Range:
+    start: int
+    end: int
+    test: str
+    tid: int | None
+
+    def holds(self, at: int) -> bool:
+        return self.start <= at <= self.end
+
+
 def _nsys(path: Path, commit: str) -> list[Recording]:
-    """Kernels attributed to the NVTX range (a test) around their launch call, on the launching thread."""
+    """Kernels attributed to the NVTX ranges (tests) around their launches.
+
+    First through the launch's correlation id: the range open on the
+    launching thread at the launch call. Failing that (a kernel with no
+    runtime row, or launched from a worker thread that holds no range), every
+    test range on any thread that holds the launch (else the kernel's start).
+    A kernel that still fits no test makes the tests whose ranges overlap its
+    execution incomplete, or every test when none does: the export cannot
+    show who launched it.
+    """
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             launches = db.execute(_NSYS_JOIN).fetchall()
-            ranges = db.execute(_NSYS_RANGES).fetchall()
+            ranges = [_Range(a, b, text, tid) for a, b, text, tid in db.execute(_NSYS_RANGES).fetchall() if text]
         finally:
             db.close()
     except sqlite3.Error as e:
         raise RecordingError(f"{path}: not an Nsight Systems export ({e})") from None
-    kernels: dict[str, set[str]] = defaultdict(set)
-    for _corr, name, k_start, launch_start, tid in launches:
+    kernels: dict[str, set[str]] = {r.test: set() for r in ranges}
+    unplaced: dict[str, list[str]] = defaultdict(list)  # test -> kernels that may have been its own
+    orphans: list[str] = []
+    for name, k_start, k_end, launch_start, tid in launches:
+        if not _NAME.match(name):
+            raise RecordingError(f"{path}: not a mangled kernel name: {name[:80]!r}")
         at = launch_start if launch_start is not None else k_start
-        for start, end, text, range_tid in ranges:
-            if start <= at <= end and (launch_start is None or range_tid == tid) and text:
-                kernels[text].add(name)
-    return [Recording(test, frozenset(names), True, commit, str(path)) for test, names in sorted(kernels.items())]
+        owners = [r for r in ranges if r.tid == tid and r.holds(at)] if launch_start is not None else []
+        owners = owners or [r for r in ranges if r.holds(at)]
+        if owners:
+            for r in owners:
+                kernels[r.test].add(name)
+            continue
+        end = k_end if k_end is not None else k_start
+        near = [r for r in ranges if r.start <= end and k_start <= r.end]
+        if near:
+            for r in near:
+                unplaced[r.test].append(name)
+        else:
+            orphans.append(name)
+    found = []
+    for test, names in sorted(kernels.items()):
+        why = ""
+        if orphans:
+            why = f"{len(orphans)} kernels fit no test's range (e.g. {orphans[0]})"
+        elif unplaced.get(test):
+            why = f"{len(unplaced[test])} kernels overlap its range but were launched outside every test (e.g. {unplaced[test][0]})"
+        found.append(Recording(test, frozenset(names), not why, commit, str(path), why))
+    return found

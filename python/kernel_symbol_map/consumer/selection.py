@@ -1,32 +1,50 @@
 """Which tests a change needs: changed files -> the kernels they reach -> the tests that launched them.
 
-Evidence may only remove a test when all of these hold: the map has evidence;
-every changed file is clearable (known to the map, and only ever compiled into
-objects with kernels); and that test's recording is complete and from the
-map's commit. Completeness and commit are judged per test. Anything else falls
-back to running everything (or to the user's static rules), with a reason code.
+``select`` exists to skip tests, and its one unforgivable bug is an unsafe
+skip. Evidence removes a test only when every one of these holds:
+
+* there is at least one map, and every map has evidence (valid, complete,
+  no errors, objects listed) and a known commit, the same in all of them;
+* the change set is not empty (unless the caller says an empty one is real);
+* every changed file is clearable in the maps: known to at least one, and
+  only ever compiled into objects with kernels;
+* that test's recording is readable, complete, of the maps' commit, and
+  names only kernels the maps know (or that the caller declared external).
+
+Anything else runs the test, or falls back to running everything (or to the
+user's static rules), each with a reason code. The JSON names every test of
+every recording with whether it runs and why; CI runs every test except
+those in ``skip``, so a test no recording knows is never lost.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .kernelmap import KernelMap, Reach
+import pathspec
+import regex
+
 from ..errors import KernelSymbolMapError
-from .recordings import Recording
+from .kernelmap import KernelMap, Link, Reach
+from .recordings import Recording, Unreadable
 
 # Why evidence could not remove tests.
 NO_MAP = "no-map"
+MAP_UNREADABLE = "map-unreadable"
 MAP_INCOMPLETE = "map-incomplete"
 COMMIT_MISMATCH = "commit-mismatch"
+MAP_COMMIT_MISSING = "map-commit-missing"
+NO_CHANGES = "no-changes"
 FILE_NOT_IN_MAP = "file-not-in-map"
 HOST_FILE = "host-file"
 UNKNOWN_FILE = "unknown-file"
 RECORDING_INCOMPLETE = "recording-incomplete"
+RECORDING_UNREADABLE = "recording-unreadable"
+UNKNOWN_KERNEL = "unknown-kernel"
 _FILE_CODES = {"not-in-map": FILE_NOT_IN_MAP, "host": HOST_FILE, "unknown": UNKNOWN_FILE}
 
 
@@ -36,6 +54,7 @@ class Decision:
     run: bool
     reason: str  # a code for fallbacks, "launched" or "not-reached" for evidence
     why: str
+    kernels: tuple[str, ...] = ()  # the names behind unknown-kernel
 
 
 @dataclass
@@ -50,20 +69,31 @@ class Selection:
         return [d.test for d in self.decisions if d.run]
 
     def to_json(self) -> dict[str, Any]:
+        decisions = []
+        for d in self.decisions:
+            entry: dict[str, Any] = {"test": d.test, "run": d.run, "reason": d.reason, "why": d.why}
+            if d.kernels:
+                entry["kernels"] = list(d.kernels)
+            decisions.append(entry)
         return {
             "schema": "kernel-symbol-map/selection/1",
             "fallback": self.fallback,
             "fallback_why": self.fallback_why,
             "run": self.to_run,
             "skip": [d.test for d in self.decisions if not d.run],
-            "decisions": [{"test": d.test, "run": d.run, "reason": d.reason, "why": d.why} for d in self.decisions],
+            "decisions": decisions,
             "files": [{"path": r.path, "status": r.status, "kernels": len(r.symbols)} for r in self.files],
         }
 
 
 @dataclass(frozen=True)
 class StaticRules:
-    """The user's fallback: ``{"rules": [{"paths": [globs], "tests": [names]}]}``; no match means everything."""
+    """The user's fallback: ``{"rules": [{"paths": [globs], "tests": [names]}]}``; no match means everything.
+
+    Globs are git's (gitignore syntax, through ``pathspec``): ``*`` stays within
+    a path segment, ``**`` crosses segments, and a glob without a ``/`` matches
+    a file name at any depth.
+    """
 
     rules: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]
 
@@ -71,72 +101,167 @@ class StaticRules:
     def read(cls, path: Path) -> StaticRules:
         try:
             data = json.loads(path.read_text())
-            rules = tuple((tuple(r["paths"]), tuple(r["tests"])) for r in data["rules"])
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError) as e:
             raise KernelSymbolMapError(f"{path}: not a rules file ({e})") from None
-        return cls(rules)
+        return cls.parse(data, str(path))
 
-    def tests_for(self, changed: list[str]) -> set[str] | None:
+    @classmethod
+    def parse(cls, data: Any, where: str = "rules") -> StaticRules:
+        if not isinstance(data, dict) or set(data) != {"rules"} or not isinstance(data["rules"], list):
+            raise KernelSymbolMapError(f"{where}: expected {{\"rules\": [...]}} and nothing else")
+        rules = []
+        for i, rule in enumerate(data["rules"]):
+            if not isinstance(rule, dict) or set(rule) != {"paths", "tests"}:
+                raise KernelSymbolMapError(f"{where}: rules[{i}] must have exactly \"paths\" and \"tests\"")
+            for key in ("paths", "tests"):
+                value = rule[key]
+                if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+                    raise KernelSymbolMapError(f"{where}: rules[{i}].{key} must be a non-empty list of strings")
+            for glob in rule["paths"]:
+                try:
+                    pathspec.PathSpec.from_lines("gitwildmatch", [glob])
+                except (ValueError, TypeError) as e:
+                    raise KernelSymbolMapError(f"{where}: rules[{i}]: bad glob {glob!r} ({e})") from None
+            rules.append((tuple(rule["paths"]), tuple(rule["tests"])))
+        return cls(tuple(rules))
+
+    def tests_for(self, changed: Sequence[str]) -> set[str] | None:
         """Tests the rules name for ``changed``, or None when some file matches no rule."""
+        specs = [(pathspec.PathSpec.from_lines("gitwildmatch", globs), tests) for globs, tests in self.rules]
         found: set[str] = set()
         for path in changed:
-            hits = [tests for globs, tests in self.rules if any(fnmatch.fnmatch(path, g) for g in globs)]
+            hits = [tests for spec, tests in specs if spec.match_file(path)]
             if not hits:
                 return None
             found.update(t for tests in hits for t in tests)
         return found
 
+    @property
+    def tests(self) -> set[str]:
+        return {t for _, tests in self.rules for t in tests}
+
+
+@dataclass(frozen=True)
+class Options:
+    rules: StaticRules | None = None
+    allow_empty: bool = False  # an empty change set is real: skip every test evidence clears
+    whole_target: bool = False  # a changed device source reaches every kernel of its targets
+    canonical: Any = None  # a Canonical: compare paths with symlinks resolved
+    external_kernels: tuple[str, ...] = ()  # regexes of kernels from outside the project (torch, cuBLAS)
+
 
 def select(
-    kmap: KernelMap | None,
+    maps: KernelMap | Sequence[KernelMap] | None,
     recordings: list[Recording],
-    changed: list[str],
+    changed: Sequence[str],
     rules: StaticRules | None = None,
+    *,
+    options: Options | None = None,
+    unreadable: Sequence[Unreadable] = (),
 ) -> Selection:
-    tests = sorted({r.test for r in recordings} | ({t for _, ts in rules.rules for t in ts} if rules else set()))
-    if kmap is None:
-        return _fallback(tests, changed, rules, NO_MAP, "no map was given", [])
-    if not kmap.has_evidence:
-        return _fallback(tests, changed, rules, MAP_INCOMPLETE, f"the map holds no evidence: {kmap.reason}", [])
-    if recordings and all(r.commit != kmap.commit for r in recordings):
-        commits = ", ".join(sorted({r.commit or "(unknown)" for r in recordings}))
-        return _fallback(tests, changed, rules, COMMIT_MISMATCH,
-                         f"the map is of {kmap.commit or '(unknown)'}, every recording of {commits}", [])
-    files = kmap.reach(*changed)
+    options = options or Options(rules=rules)
+    rules = options.rules
+    kmaps = [] if maps is None else [maps] if isinstance(maps, KernelMap) else list(maps)
+    tests = all_tests(recordings, unreadable, rules)
+
+    def fallback(code: str, why: str, files: list[Reach] | None = None) -> Selection:
+        return everything(tests, changed, code, why, rules, files or [])
+
+    if any(u.tests is None for u in unreadable):
+        u = next(u for u in unreadable if u.tests is None)
+        return fallback(RECORDING_UNREADABLE, f"{u.why}; the tests it covered cannot be known")
+    if not kmaps:
+        return fallback(NO_MAP, "no map was given")
+    for m in kmaps:
+        if not m.has_evidence:
+            return fallback(MAP_INCOMPLETE, f"{m.where or 'a map'} holds no evidence: {m.reason}")
+    commits = {m.commit for m in kmaps}
+    if "" in commits or len(commits) > 1:
+        return fallback(COMMIT_MISMATCH, "the maps' commit is unknown" if "" in commits
+                        else f"the maps are of several commits: {', '.join(sorted(commits))}")
+    (commit,) = commits
+    if recordings and all(r.commit != commit for r in recordings):
+        seen = ", ".join(sorted({r.commit or "(unknown)" for r in recordings}))
+        return fallback(COMMIT_MISMATCH, f"the map is of {commit}, every recording of {seen}")
+    if not changed and not options.allow_empty:
+        return fallback(NO_CHANGES, "the change set is empty; an empty diff is never evidence (--allow-empty)")
+
+    files = [_combine(path, reaches) for path, *reaches in
+             zip(changed, *(m.reach(*changed, canonical=options.canonical) for m in kmaps), strict=True)]
     blocking = [r for r in files if not r.clearable]
     if blocking:
-        first = blocking[0]
-        return _fallback(tests, changed, rules, _FILE_CODES[first.status],
-                         "; ".join(r.explain() for r in blocking), files)
-    reached = frozenset().union(*(r.symbols for r in files)) if files else frozenset()
+        return fallback(_FILE_CODES[blocking[0].status], "; ".join(r.explain() for r in blocking), files)
+
+    reached = frozenset().union(*(r.symbols for r in files))
+    widened = _whole_targets(kmaps, files) - reached if options.whole_target else frozenset()
+    known = frozenset().union(*(m.symbols for m in kmaps))
+    external = [regex.compile(p) for p in options.external_kernels]
+    unreadable_tests = {t: u for u in unreadable for t in (u.tests or ())}
     by_test = {r.test: r for r in recordings}
+    subset = [m for m in kmaps if m.only_targets]
     decisions = []
     for test in tests:
         rec = by_test.get(test)
         launched = sorted(rec.kernels & reached) if rec else []
         if launched:
             origin = next(r for r in files if launched[0] in r.symbols)
-            decisions.append(Decision(test, True, "launched",
-                                      f"launched {len(launched)} reached kernels, e.g. {launched[0]} (reached from {origin.path})"))
+            decisions.append(Decision(test, True, "launched", f"launched {len(launched)} reached kernels, "
+                                      f"e.g. {launched[0]} (reached from {origin.path})"))
+        elif test in unreadable_tests:
+            decisions.append(Decision(test, True, RECORDING_UNREADABLE, unreadable_tests[test].why))
         elif rec is None:
             decisions.append(Decision(test, True, RECORDING_INCOMPLETE, "no recording of this test"))
         elif not rec.complete:
             decisions.append(Decision(test, True, RECORDING_INCOMPLETE, f"its recording is incomplete: {rec.why_incomplete}"))
-        elif rec.commit != kmap.commit:
+        elif rec.commit != commit or not rec.commit:
             decisions.append(Decision(test, True, COMMIT_MISMATCH,
-                                      f"recorded at {rec.commit or '(unknown)'}, the map is of {kmap.commit or '(unknown)'}"))
+                                      f"recorded at {rec.commit or '(unknown)'}, the map is of {commit}"))
+        elif unknown := sorted(k for k in rec.kernels - known if not any(p.fullmatch(k) for p in external)):
+            note = f"; the map covers only targets {', '.join(subset[0].only_targets)}" if subset else ""
+            decisions.append(Decision(test, True, UNKNOWN_KERNEL, f"it launched {len(unknown)} kernels no map "
+                                      f"knows, e.g. {unknown[0]}{note}", tuple(unknown)))
+        elif hit := sorted(rec.kernels & widened):
+            decisions.append(Decision(test, True, "same-target", f"launched {len(hit)} kernels of a changed "
+                                      f"file's target, e.g. {hit[0]} (--whole-target)"))
         else:
-            decisions.append(Decision(test, False, "not-reached",
-                                      f"its complete recording launched none of the {len(reached)} kernels the change reaches"))
+            decisions.append(Decision(test, False, "not-reached", f"its complete recording launched none of "
+                                      f"the {len(reached)} kernels the change reaches"))
     return Selection(decisions, files=files)
 
 
-def _fallback(
-    tests: list[str], changed: list[str], rules: StaticRules | None, code: str, why: str, files: list[Reach]
+def all_tests(recordings: Sequence[Recording], unreadable: Sequence[Unreadable] = (),
+              rules: StaticRules | None = None) -> list[str]:
+    """Every test any input names: recordings, unreadable recordings that still name theirs, rules."""
+    return sorted({r.test for r in recordings} | {t for u in unreadable for t in (u.tests or ())}
+                  | (rules.tests if rules else set()))
+
+
+def everything(
+    tests: Sequence[str], changed: Sequence[str], code: str, why: str,
+    rules: StaticRules | None = None, files: list[Reach] | None = None,
 ) -> Selection:
-    chosen = rules.tests_for(changed) if rules else None
+    """Evidence set aside: run every test, or what the static rules choose for ``changed``."""
+    chosen = rules.tests_for(changed) if rules and changed else None
     if chosen is None:
         decisions = [Decision(t, True, code, why) for t in tests]
     else:
-        decisions = [Decision(t, t in chosen, code, f"{why}; static rules {'select' if t in chosen else 'skip'} it") for t in tests]
-    return Selection(decisions, code, why, files)
+        decisions = [Decision(t, t in chosen, code, f"{why}; static rules {'select' if t in chosen else 'skip'} it")
+                     for t in tests]
+    return Selection(decisions, code, why, files or [])
+
+
+def _combine(path: str, reaches: Sequence[Reach]) -> Reach:
+    """One file's reach over several maps: the union, and clearable only if clearable wherever it appears."""
+    present = [r for r in reaches if r.status != "not-in-map"]
+    if len(present) <= 1:
+        return present[0] if present else reaches[0]
+    statuses = {r.status for r in present}
+    status = next((s for s in ("unknown", "host") if s in statuses), "kernels")
+    links: tuple[Link, ...] = tuple(lk for r in present for lk in r.links)
+    return Reach(path, status, frozenset().union(*(r.symbols for r in present)), links)
+
+
+def _whole_targets(kmaps: Sequence[KernelMap], files: Sequence[Reach]) -> frozenset[str]:
+    """Every kernel of every target a changed file is compiled into (host code in .cu files, issue 11's limit)."""
+    targets = {lk.target for r in files for lk in r.links}
+    return frozenset(s for m in kmaps for o in m.objects if o["target"] in targets for s in o["symbols"])

@@ -5,8 +5,8 @@ Version 1's fields and types are kept exactly: ``version``, ``commit``,
 source, error}]``, ``objects[{source, target, object, device, symbols, deps,
 error?}]``, ``stats`` and ``reason``. Added fields (consumers ignore them):
 ``backend``, ``generator``, ``cmake_version``, ``tool``, ``pairing``,
-``deps_from``, and per object ``archs`` (and ``device_link`` on device-link
-objects).
+``deps_from``, ``only_targets`` (a map of a subset of targets), and per
+object ``archs`` (and ``device_link`` on device-link objects).
 
 Writes are atomic (a temporary file in the same folder, then a rename) and,
 with ``SOURCE_DATE_EPOCH`` set, reproducible: ``generated_at`` comes from it,
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import importlib.resources
 import io
 import json
 import os
@@ -154,6 +155,13 @@ def write(document: dict[str, Any], out: Path) -> int:
 
 def read(path: Path) -> dict[str, Any]:
     """A version-1 map; anything else is a one-line :class:`MapError`."""
+    document = decode(path)
+    validate(document, str(path))
+    return document
+
+
+def decode(path: Path) -> Any:
+    """The gzipped JSON in ``path``, not yet validated."""
     try:
         raw = path.read_bytes()
     except IsADirectoryError:
@@ -165,28 +173,75 @@ def read(path: Path) -> dict[str, Any]:
     except (OSError, EOFError, zlib.error):
         raise MapError(f"{path}: not a gzip file") from None
     try:
-        document = json.loads(text)
+        return json.loads(text)
     except ValueError as e:
         raise MapError(f"{path}: not JSON ({e})") from None
-    validate(document, str(path))
-    return document
 
 
 def validate(document: Any, where: str) -> None:
+    """Raise a one-line :class:`MapError` naming the first of :func:`problems`."""
+    found = problems(document)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise MapError(f"{where}: {found[0]}{more}")
+
+
+def problems(document: Any) -> list[str]:
+    """Every way ``document`` breaks version 1's rules: types, then the schema's conditional rules.
+
+    The one validator that ``load``, ``select`` and ``validate`` share. The
+    conditional rules are the fail-closed contract, also written in the JSON
+    Schema: an ``incomplete`` map has a ``reason`` and no objects; a complete
+    one has no ``errors`` and no object carrying an ``error``. A map that
+    breaks them admits it is partial, so it can never be evidence.
+    """
     if not isinstance(document, dict):
-        raise MapError(f"{where}: the map is not a JSON object")
+        return ["the map is not a JSON object"]
     if document.get("version") != VERSION:
-        raise MapError(f"{where}: unknown map version {document.get('version')!r} (expected {VERSION})")
-    for key, kind in _REQUIRED.items():
-        if not isinstance(document.get(key), kind):
-            raise MapError(f"{where}: field {key!r} is missing or of the wrong type")
+        return [f"unknown map version {document.get('version')!r} (expected {VERSION})"]
+    found = [f"field {key!r} is missing or of the wrong type"
+             for key, kind in _REQUIRED.items() if not isinstance(document.get(key), kind)]
+    if found:
+        return found
     for i, obj in enumerate(document["objects"]):
         if not isinstance(obj, dict):
-            raise MapError(f"{where}: objects[{i}] is not an object")
-        for key, kind in _OBJECT_FIELDS.items():
-            if not isinstance(obj.get(key), kind):
-                raise MapError(f"{where}: objects[{i}].{key} is missing or of the wrong type")
-        if not all(isinstance(s, str) for s in obj["symbols"] + obj["deps"]):
-            raise MapError(f"{where}: objects[{i}] has a non-string symbol or dep")
-    if "reason" in document and not isinstance(document["reason"], str):
-        raise MapError(f"{where}: field 'reason' is not a string")
+            found.append(f"objects[{i}] is not an object")
+            continue
+        bad = [key for key, kind in _OBJECT_FIELDS.items() if not isinstance(obj.get(key), kind)]
+        found += [f"objects[{i}].{key} is missing or of the wrong type" for key in bad]
+        if not bad and not all(isinstance(s, str) for s in obj["symbols"] + obj["deps"]):
+            found.append(f"objects[{i}] has a non-string symbol or dep")
+    for key in ("reason", "backend"):
+        if key in document and not isinstance(document[key], str):
+            found.append(f"field {key!r} is not a string")
+    only = document.get("only_targets")
+    if only is not None and not (isinstance(only, list) and all(isinstance(t, str) for t in only)):
+        found.append("field 'only_targets' is not a list of strings")
+    if document["incomplete"]:
+        if not isinstance(document.get("reason"), str):
+            found.append("an incomplete map must say why in 'reason'")
+        if document["objects"]:
+            found.append(f"an incomplete map must list no objects, this one lists {len(document['objects'])}")
+    else:
+        if document["errors"]:
+            found.append(f"a complete map must have no 'errors', this one has {len(document['errors'])}")
+        with_error = [i for i, o in enumerate(document["objects"]) if isinstance(o, dict) and "error" in o]
+        if with_error:
+            found.append(f"a complete map must have no object with an 'error', objects[{with_error[0]}] has one")
+    return found
+
+
+SCHEMA = "kernel_symbol_map.v1.schema.json"
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema shipped beside this module."""
+    return json.loads((importlib.resources.files(__name__) / SCHEMA).read_text())
+
+
+def schema_problems(document: Any) -> list[str]:
+    """Every JSON Schema violation, as ``/path: message``; slower than :func:`problems`, so for ``validate``."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema())
+    return [f"/{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(document)]

@@ -59,7 +59,13 @@ def configure_and_build(
     """Copy ``project`` (tests may edit it), configure it and build it."""
     source = where / "src"
     shutil.copytree(PROJECTS / project, source)
-    build_dir = where / "build"
+    return configure_and_build_at(source, where / "build", cmake, generator, *extra, build=build)
+
+
+def configure_and_build_at(
+    source: Path, build_dir: Path, cmake: CMake, generator: str, *extra: str, build: bool = True
+) -> Build:
+    """Configure the project in ``source`` into ``build_dir``, and build it."""
     write_query(build_dir)  # as the CMake package does; the configure below answers it
     nvcc = toolchains.require(toolchains.nvcc(), "nvcc")
     command = [

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import sqlite3
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
+import nsys
 import pytest
 from projects import Build
 
@@ -163,34 +163,9 @@ def test_malformed_recording_lines_name_file_and_line(tmp_path: Path) -> None:
         read([jsonl])
 
 
-def nsys_export(path: Path, tests: dict[str, list[str]]) -> None:
-    """The tables of an `nsys export --type sqlite` that the reader joins, filled by the test."""
-    db = sqlite3.connect(path)
-    db.executescript("""
-        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, correlationId INT, mangledName INT, globalPid INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, correlationId INT, globalTid INT);
-        CREATE TABLE NVTX_EVENTS (start INT, end INT, text TEXT, textId INT, eventType INT, globalTid INT);
-    """)
-    strings: dict[str, int] = {}
-    clock, corr = 1000, 1
-    for test, kernels in tests.items():
-        start = clock
-        for k in kernels:
-            sid = strings.setdefault(k, len(strings) + 1)
-            db.execute("INSERT OR IGNORE INTO StringIds VALUES (?, ?)", (sid, k))
-            db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, 7)", (clock + 1, clock + 2, corr))
-            db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?, 1)", (clock + 500, clock + 600, corr, sid))
-            clock, corr = clock + 10, corr + 1
-        db.execute("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, NULL, 59, 7)", (start, clock, test))
-        clock += 10
-    db.commit()
-    db.close()
-
-
 def test_nsight_systems_export(tmp_path: Path) -> None:
     export = tmp_path / "run.sqlite"
-    nsys_export(export, {"test_activation": [SILU, SCALE_F], "test_gemm": [GEMM]})
+    nsys.sequential(export, {"test_activation": [SILU, SCALE_F], "test_gemm": [GEMM]})
     found = {r.test: r.kernels for r in read([export], commit=COMMIT)}
     # Kernels run after their NVTX range closed; the launch call, on the same thread, is what counts.
     assert found == {"test_activation": {SILU, SCALE_F}, "test_gemm": {GEMM}}

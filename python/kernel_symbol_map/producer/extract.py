@@ -139,6 +139,8 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     notes = [n for t in trees for n in t.notes]
     if notes:
         document["notes"] = notes
+    if options.targets:  # a subset: a consumer must not read a kernel missing from it as "not ours"
+        document["only_targets"] = sorted(options.targets)
     mapformat.fail_closed(document)
     if problems:
         document["incomplete"] = True

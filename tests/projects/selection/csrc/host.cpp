@@ -1,0 +1,2 @@
+#include "host.h"
+int host_helper(int x) { return x + 1; }

@@ -1,0 +1,188 @@
+"""``select`` never skips a test that a change can reach: a property over generated worlds.
+
+A world is the truth about a build: objects with sources, header deps (some
+spelled through symlinks made on disk), kernels shared between objects, host
+objects, targets, and which kernels each test really launched. From it come
+the evidence ``select`` sees, with every flaw a real pipeline has: maps with
+errors or without a commit, subset maps, maps split into shards, recordings
+that are incomplete, from other commits, or that spell an anonymous kernel as
+another build path would. And a change set: sources, headers by either
+spelling, host files, unknown files, both sides of a rename.
+
+The oracle below is written from the world alone, plainly: a change reaches
+a test when it touches an object whose kernels the test really launched, or
+when it touches a host-only object or a file no object knows (either may
+reach anything). Host code in ``.cu`` files is the documented limit and is
+left out. ``select`` may run more than the oracle, never less.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kernel_symbol_map.consumer.canonical import Canonical
+from kernel_symbol_map.consumer.kernelmap import KernelMap
+from kernel_symbol_map.consumer.recordings import Recording
+from kernel_symbol_map.consumer.selection import Options, select
+
+HEADERS = [f"include/h{i}.cuh" for i in range(3)]
+LINKS = {f"include/link{i}.cuh": HEADERS[i] for i in range(2)}  # symlink -> real header
+KERNELS = [f"_Z{i}k{i}v" for i in range(8)]
+EXTERNAL = "_Z8external"
+TARGETS = ["t0", "t1", "t2"]
+COMMIT = "c1"
+EXAMPLES = {"count": 0}
+
+
+@dataclass(frozen=True)
+class Obj:
+    source: str
+    target: str
+    deps: tuple[str, ...]  # as spelled by the compiler: a header or its link
+    kernels: tuple[str, ...]  # empty: a host object
+
+    def real_inputs(self) -> set[str]:
+        return {self.source} | {LINKS.get(d, d) for d in self.deps}
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> dict:
+    objects = []
+    for i in range(draw(st.integers(1, 8))):
+        host = draw(st.booleans()) if i else False
+        source = f"csrc/h{i}.cpp" if host else f"csrc/s{i}.cu"
+        for target in draw(st.lists(st.sampled_from(TARGETS), min_size=1, max_size=2, unique=True)):
+            shares_headers = not host or draw(st.sampled_from([False] * 3 + [True]))
+            deps = draw(st.lists(st.sampled_from(HEADERS + list(LINKS)), max_size=3, unique=True)) if shares_headers else []
+            kernels = () if host else tuple(draw(st.lists(st.sampled_from(KERNELS), min_size=1, max_size=3, unique=True)))
+            objects.append(Obj(source, target, tuple(deps), kernels))
+    defined = sorted({k for o in objects for k in o.kernels})
+    tests = {}
+    for t in range(draw(st.integers(2, 6))):
+        launched = set(draw(st.lists(st.sampled_from(defined), max_size=3, unique=True)))
+        if draw(st.integers(0, 5)) == 0:
+            launched.add(EXTERNAL)  # a kernel from outside the project (torch, cuBLAS)
+        tests[f"test_{t}"] = launched
+    return {"objects": objects, "tests": tests}
+
+
+@st.composite
+def evidence(draw: st.DrawFn, world: dict) -> dict:
+    objects: list[Obj] = world["objects"]
+    anon = None  # an anonymous-namespace kernel: its name embeds the build path, so map and recording differ
+    if draw(st.booleans()):
+        anon = draw(st.sampled_from(sorted({k for o in objects for k in o.kernels})))
+    dropped = draw(st.sampled_from([None, None, None, *TARGETS]))  # a map built with --targets (all but one)
+    kept = [o for o in objects if o.target != dropped]
+    flaw = draw(st.sampled_from(["none"] * 8 + ["no-commit"] * 2 + ["errors", "object-error", "incomplete"]))
+    if flaw in ("errors", "incomplete") and kept:  # what the reader could not read is missing from the map
+        kept = kept[1:] if flaw == "errors" else kept[: len(kept) // 2]
+    shards = draw(st.booleans())
+    maps = []
+    groups = [kept[: len(kept) // 2], kept[len(kept) // 2 :]] if shards and len(kept) > 1 else [kept]
+    for group in groups:
+        doc = {
+            "version": 1, "commit": "" if flaw == "no-commit" else COMMIT, "cuda": "13.0", "generated_at": "",
+            "build_dirs": ["build"], "incomplete": flaw == "incomplete", "errors": [], "stats": {},
+            "objects": [{"source": o.source, "target": o.target, "object": f"{o.target}/{o.source}.o",
+                         "device": bool(o.kernels), "symbols": [f"{k}_map" if k == anon else k for k in o.kernels],
+                         "deps": [o.source, *o.deps]} for o in group],
+        }
+        if dropped:
+            doc["only_targets"] = [t for t in TARGETS if t != dropped]
+        if flaw == "errors":
+            doc["errors"] = [{"object": "x.o", "source": "csrc/x.cu", "error": "unreadable"}]
+        if flaw == "object-error" and doc["objects"]:
+            doc["objects"][0].update(error="unreadable", symbols=[], device=False)
+        if flaw == "incomplete":
+            doc["reason"] = "1 objects unreadable"
+        maps.append(KernelMap(doc, "generated"))
+    recordings = []
+    for test, launched in world["tests"].items():
+        unknown = "no-commit" if flaw == "no-commit" else "other-commit"  # often the same flaw on both sides
+        how = draw(st.sampled_from(["complete"] * 4 + ["incomplete"] * 2 + [unknown, "no-commit"]))
+        seen = {f"{k}_rec" if k == anon else k for k in launched}
+        if how == "incomplete":  # a dropped record: some launches are missing
+            seen = set(draw(st.lists(st.sampled_from(sorted(seen)), unique=True))) if seen else set()
+        if how in ("other-commit", "no-commit"):  # what ran at another commit need not be what runs now
+            seen = set(draw(st.lists(st.sampled_from(KERNELS), max_size=3, unique=True)))
+        commit = {"other-commit": "c0", "no-commit": ""}.get(how, COMMIT)
+        recordings.append(Recording(test, frozenset(seen), how != "incomplete", commit, "generated",
+                                    "dropped" if how == "incomplete" else ""))
+    # hypothesis favours early elements: device sources and headers first, host files and unknown ones last
+    known = sorted({o.source for o in objects if o.kernels}) + HEADERS + list(LINKS)
+    known += sorted({o.source for o in objects if not o.kernels} - set(known))
+    changed = draw(st.lists(st.sampled_from(known * 4 + ["docs/readme.md", "csrc/new.cu", "CMakeLists.txt"]),
+                            min_size=draw(st.sampled_from([1] * 7 + [0])), max_size=3, unique=True))
+    if changed and draw(st.sampled_from([False] * 3 + [True])):  # a rename: both of its sides
+        changed.append(changed[0].replace(".", "_renamed."))
+    allow_empty = draw(st.sampled_from([False] * 3 + [True]))
+    # What select is told changed: the truth, or nothing at all when a diff lost it (untracked files,
+    # run from a subfolder). A user who passes --allow-empty vouches that an empty set is the truth.
+    seen = changed if allow_empty or draw(st.sampled_from([True] * 5 + [False])) else []
+    return {"maps": maps, "recordings": recordings, "changed": changed, "seen": seen,
+            "whole_target": draw(st.booleans()), "allow_empty": allow_empty}
+
+
+def reachable(world: dict, changed: list[str]) -> set[str]:
+    """The oracle: every test the change can possibly reach, from the world alone."""
+    objects: list[Obj] = world["objects"]
+    everyone = set(world["tests"])
+    touched = []
+    for path in changed:
+        real = LINKS.get(path, path)
+        users = [o for o in objects if real in o.real_inputs()]
+        if not users:
+            return everyone  # a file no object knows: a build file, a new file, anything
+        touched += users
+    if any(not o.kernels for o in touched):
+        return everyone  # host code: any test may call it
+    kernels = {k for o in touched for k in o.kernels}
+    return {t for t, launched in world["tests"].items() if launched & kernels}
+
+
+def _tree(root: Path) -> None:
+    """The files on disk, so that symlinks resolve as they do in a checkout."""
+    (root / "include").mkdir(parents=True)
+    for h in HEADERS:
+        (root / h).write_text("")
+    for link, real in LINKS.items():
+        os.symlink(os.path.basename(real), root / link)
+
+
+@settings(max_examples=int(os.environ.get("KSM_PROPERTY_EXAMPLES", "1000")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_select_never_skips_a_reachable_test(data: st.DataObject) -> None:
+    world = data.draw(worlds())
+    ev = data.draw(evidence(world))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _tree(root)
+        options = Options(allow_empty=ev["allow_empty"], whole_target=ev["whole_target"], canonical=Canonical(root),
+                          external_kernels=(EXTERNAL,))
+        result = select(ev["maps"], ev["recordings"], ev["seen"], options=options)
+    skipped = {d.test for d in result.decisions if not d.run}
+    unsafe = skipped & reachable(world, ev["changed"])
+    assert not unsafe, f"unsafe skip of {sorted(unsafe)}: {[d for d in result.decisions if d.test in unsafe]}"
+    EXAMPLES["count"] += 1
+
+
+def test_the_property_ran_and_selection_still_skips() -> None:
+    """Safety must not turn into 'always run everything': a one-source change skips the others' tests."""
+    a = Obj("csrc/s0.cu", "t0", ("include/h0.cuh",), (KERNELS[0],))
+    b = Obj("csrc/s1.cu", "t1", (), (KERNELS[1],))
+    world = {"objects": [a, b], "tests": {"test_a": {KERNELS[0]}, "test_b": {KERNELS[1]}}}
+    doc = {"version": 1, "commit": COMMIT, "cuda": "", "generated_at": "", "build_dirs": [], "incomplete": False,
+           "errors": [], "stats": {}, "objects": [
+               {"source": o.source, "target": o.target, "object": o.source + ".o", "device": True,
+                "symbols": list(o.kernels), "deps": [o.source, *o.deps]} for o in (a, b)]}
+    recordings = [Recording(t, frozenset(k), True, COMMIT, "") for t, k in world["tests"].items()]
+    result = select([KernelMap(doc)], recordings, ["csrc/s0.cu"])
+    assert result.to_run == ["test_a"] and reachable(world, ["csrc/s0.cu"]) == {"test_a"}

@@ -96,6 +96,7 @@ def evidence(draw: st.DrawFn, world: dict) -> dict:
         }
         if dropped:
             doc["only_targets"] = [t for t in TARGETS if t != dropped]
+            doc["all_targets"] = sorted({o.target for o in objects})
         if flaw == "errors":
             doc["errors"] = [{"object": "x.o", "source": "csrc/x.cu", "error": "unreadable"}]
         if flaw == "object-error" and doc["objects"]:

@@ -175,17 +175,31 @@ def test_symlinked_headers_reach_every_includer(built: Built, tmp_path: Path, ch
 # 4. recorded kernels the map does not contain
 
 
-def test_a_subset_map_cannot_clear_kernels_it_does_not_hold(built: Built, tmp_path: Path) -> None:
-    subset = tmp_path / "ka.json.gz"
-    assert ksm("build", "--build-dir", str(built.build), "--out", str(subset), "--targets", "ka",
-               "--commit", built.commit, "--no-cache").returncode == 0
-    assert json.loads(gzip.decompress(subset.read_bytes()))["only_targets"] == ["ka"]
+def test_subset_maps_clear_tests_only_when_they_cover_every_target(built: Built, tmp_path: Path) -> None:
+    shards = {}
+    for target in ("ka", "kb"):
+        shards[target] = tmp_path / f"{target}.json.gz"
+        assert ksm("build", "--build-dir", str(built.build), "--out", str(shards[target]), "--targets", target,
+                   "--commit", built.commit, "--no-cache").returncode == 0
+    doc = json.loads(gzip.decompress(shards["ka"].read_bytes()))
+    assert doc["only_targets"] == ["ka"] and doc["all_targets"] == ["ka", "kb"]
     rec = recorded(tmp_path, built.commit, everyone(built))
-    result = select("--map", str(subset), "--recordings", str(rec), "--changed", "csrc/a2.cu")
+    alone = select("--map", str(shards["ka"]), "--recordings", str(rec), "--changed", "csrc/a2.cu")
+    assert alone["fallback"] == "map-subset" and "not kb" in alone["fallback_why"]
+    assert ran(alone) == set(everyone(built))
+    both = select("--map", str(shards["ka"]), "--map", str(shards["kb"]), "--recordings", str(rec),
+                  "--changed", "csrc/a2.cu")
+    assert both["fallback"] is None and ran(both) == {"test_a2"}
+
+
+def test_a_kernel_no_map_knows_is_never_read_as_not_reached(built: Built, tmp_path: Path) -> None:
+    rec = recorded(tmp_path, built.commit, dict(everyone(built), test_torch=["_ZN2at6native13vectorized_elementwise_kernelEv"]))
+    result = select("--map", str(built.map), "--recordings", str(rec), "--changed", "csrc/a2.cu")
     why = {d["test"]: d for d in result["decisions"]}
-    assert why["test_b"]["reason"] == "unknown-kernel" and B_K in why["test_b"]["kernels"]
-    assert "covers only targets ka" in why["test_b"]["why"]
-    assert ran(result) == {"test_a2", "test_b", "test_anon"} and result["skip"] == ["test_a"]
+    assert why["test_torch"]["reason"] == "unknown-kernel" and "test_torch" in ran(result)
+    declared = select("--map", str(built.map), "--recordings", str(rec), "--changed", "csrc/a2.cu",
+                      "--external-kernels", "_ZN2at6native.*")
+    assert "test_torch" in declared["skip"]
 
 
 def test_an_anonymous_kernel_from_another_build_path_is_unknown(built: Built, tmp_path: Path) -> None:

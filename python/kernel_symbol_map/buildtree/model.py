@@ -54,6 +54,7 @@ class BuildTree:
     deps_from: str  # "ninja_deps" or "depfiles"
     notes: tuple[str, ...] = field(default=())
     inputs: tuple[str, ...] = ()  # every file the model was read from: a change to any means re-run
+    compiling_targets: tuple[str, ...] = ()  # every target with objects, before any --targets filter
 
 
 @dataclass
@@ -114,6 +115,7 @@ def load(
             languages.update(pairing.compiled_sources(t, source_root))
 
     known = set(members) | ({t.name for t in reply.targets} if reply else set())
+    compiling = tuple(sorted(members))
     if targets:
         unknown = sorted(set(targets) - known)
         if unknown:
@@ -149,6 +151,7 @@ def load(
         deps_from="ninja_deps" if "Ninja" in generator else "depfiles",
         notes=tuple(notes),
         inputs=inputs,
+        compiling_targets=compiling,
     )
 
 

@@ -113,6 +113,11 @@ class KernelMap:
         """The targets a subset map covers (``build --targets``); empty for a whole build."""
         return tuple(self.document.get("only_targets", ()))
 
+    @property
+    def all_targets(self) -> tuple[str, ...]:
+        """With ``only_targets``: every target of the build that compiles objects."""
+        return tuple(self.document.get("all_targets", ()))
+
     @cached_property
     def symbols(self) -> frozenset[str]:
         """Every kernel the map knows."""

@@ -5,6 +5,9 @@ skip. Evidence removes a test only when every one of these holds:
 
 * there is at least one map, and every map has evidence (valid, complete,
   no errors, objects listed) and a known commit, the same in all of them;
+* the maps cover every target: a map of a subset (``build --targets``) can
+  miss the other objects a changed file is compiled into, so subsets count
+  only when together they cover every target the build compiles;
 * the change set is not empty (unless the caller says an empty one is real);
 * every changed file is clearable in the maps: known to at least one, and
   only ever compiled into objects with kernels;
@@ -36,6 +39,7 @@ from .recordings import Recording, Unreadable
 NO_MAP = "no-map"
 MAP_UNREADABLE = "map-unreadable"
 MAP_INCOMPLETE = "map-incomplete"
+MAP_SUBSET = "map-subset"
 COMMIT_MISMATCH = "commit-mismatch"
 MAP_COMMIT_MISSING = "map-commit-missing"
 NO_CHANGES = "no-changes"
@@ -180,6 +184,13 @@ def select(
         return fallback(COMMIT_MISMATCH, "the maps' commit is unknown" if "" in commits
                         else f"the maps are of several commits: {', '.join(sorted(commits))}")
     (commit,) = commits
+    if all(m.only_targets for m in kmaps):
+        covered = set().union(*(m.only_targets for m in kmaps))
+        needed = set().union(*(m.all_targets for m in kmaps))
+        if not needed or not needed <= covered:
+            missing = ", ".join(sorted(needed - covered)) or "(unknown: the maps do not list them)"
+            return fallback(MAP_SUBSET, f"the maps cover only targets {', '.join(sorted(covered))}; "
+                            f"not {missing}")
     if recordings and all(r.commit != commit for r in recordings):
         seen = ", ".join(sorted({r.commit or "(unknown)" for r in recordings}))
         return fallback(COMMIT_MISMATCH, f"the map is of {commit}, every recording of {seen}")
@@ -198,7 +209,6 @@ def select(
     external = [regex.compile(p) for p in options.external_kernels]
     unreadable_tests = {t: u for u in unreadable for t in (u.tests or ())}
     by_test = {r.test: r for r in recordings}
-    subset = [m for m in kmaps if m.only_targets]
     decisions = []
     for test in tests:
         rec = by_test.get(test)
@@ -217,9 +227,8 @@ def select(
             decisions.append(Decision(test, True, COMMIT_MISMATCH,
                                       f"recorded at {rec.commit or '(unknown)'}, the map is of {commit}"))
         elif unknown := sorted(k for k in rec.kernels - known if not any(p.fullmatch(k) for p in external)):
-            note = f"; the map covers only targets {', '.join(subset[0].only_targets)}" if subset else ""
             decisions.append(Decision(test, True, UNKNOWN_KERNEL, f"it launched {len(unknown)} kernels no map "
-                                      f"knows, e.g. {unknown[0]}{note}", tuple(unknown)))
+                                      f"knows, e.g. {unknown[0]}", tuple(unknown)))
         elif hit := sorted(rec.kernels & widened):
             decisions.append(Decision(test, True, "same-target", f"launched {len(hit)} kernels of a changed "
                                       f"file's target, e.g. {hit[0]} (--whole-target)"))

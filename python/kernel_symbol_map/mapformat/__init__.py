@@ -5,7 +5,8 @@ Version 1's fields and types are kept exactly: ``version``, ``commit``,
 source, error}]``, ``objects[{source, target, object, device, symbols, deps,
 error?}]``, ``stats`` and ``reason``. Added fields (consumers ignore them):
 ``backend``, ``generator``, ``cmake_version``, ``tool``, ``pairing``,
-``deps_from``, ``only_targets`` (a map of a subset of targets), and per
+``deps_from``, ``only_targets`` and ``all_targets`` (a map of a subset of
+targets, and what the whole build has), and per
 object ``archs`` (and ``device_link`` on device-link objects).
 
 Writes are atomic (a temporary file in the same folder, then a rename) and,
@@ -214,9 +215,10 @@ def problems(document: Any) -> list[str]:
     for key in ("reason", "backend"):
         if key in document and not isinstance(document[key], str):
             found.append(f"field {key!r} is not a string")
-    only = document.get("only_targets")
-    if only is not None and not (isinstance(only, list) and all(isinstance(t, str) for t in only)):
-        found.append("field 'only_targets' is not a list of strings")
+    for key in ("only_targets", "all_targets"):
+        value = document.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(t, str) for t in value)):
+            found.append(f"field {key!r} is not a list of strings")
     if document["incomplete"]:
         if not isinstance(document.get("reason"), str):
             found.append("an incomplete map must say why in 'reason'")

@@ -63,10 +63,16 @@ def configure_and_build(
 
 
 def configure_and_build_at(
-    source: Path, build_dir: Path, cmake: CMake, generator: str, *extra: str, build: bool = True
+    source: Path, build_dir: Path, cmake: CMake, generator: str, *extra: str, build: bool = True,
+    query: bool = True, env: dict[str, str] | None = None,
 ) -> Build:
-    """Configure the project in ``source`` into ``build_dir``, and build it."""
-    write_query(build_dir)  # as the CMake package does; the configure below answers it
+    """Configure the project in ``source`` into ``build_dir``, and build it.
+
+    ``query``: write our file-API query first, as the CMake package does; without it the
+    tree is what a project that never heard of this package has.
+    """
+    if query:
+        write_query(build_dir)  # the configure below answers it
     nvcc = toolchains.require(toolchains.nvcc(), "nvcc")
     command = [
         cmake.cmake, "-S", str(source), "-B", str(build_dir), "-G", generator,
@@ -75,7 +81,7 @@ def configure_and_build_at(
     ]
     if generator == "Ninja":
         command.append(f"-DCMAKE_MAKE_PROGRAM={cmake.ninja}")
-    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    proc = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = Build(cmake, generator, source, build_dir)
     if build:

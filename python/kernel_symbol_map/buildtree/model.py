@@ -22,7 +22,7 @@ import regex
 
 from .._statefile import memoised
 from .._version import __version__
-from . import compdb, dependinfo, fileapi, pairing
+from . import compdb, dependinfo, fileapi, generatorfiles, pairing
 from ..errors import BuildTreeError
 from .makedeps import read_depfile
 from .ninjadeps import NinjaDeps, stale
@@ -72,44 +72,33 @@ def load(
     build_dir: Path,
     *,
     inside_build: bool = False,
+    reconfigure: bool = False,
     targets: list[str] | None = None,
     log: Callable[[str], None] = lambda _m: None,
     use_cache: bool = False,
 ) -> BuildTree:
+    """The model of ``build_dir``, read without writing to it (but for the file-API query).
+
+    Exact sources, in order: a current file-API reply; the CMake package's
+    object lists (inside a build); the generator's own files (``build.ninja``,
+    the Makefiles). Only ``reconfigure`` re-runs the project's configure.
+    """
     build_dir = build_dir.resolve()
     cache = fileapi.read_cmake_cache(build_dir)
     generator = cache.get("CMAKE_GENERATOR", "")
     notes: list[str] = []
 
-    reply = _reply(build_dir, inside_build, log, notes)
+    reply = _reply(build_dir, inside_build, reconfigure, log, notes)
     listed = pairing.read_package_lists(build_dir)
-    if reply is None and listed is None:
-        raise BuildTreeError(
-            f"{build_dir}: no current file-API reply and no object lists from the CMake package"
-        )
     source_root = reply.source_root if reply else Path(cache.get("CMAKE_HOME_DIRECTORY", build_dir))
-
-    pairs, groups, how = _pairs(build_dir, generator, cache, use_cache)
-    by_object = {p.object: p for p in pairs}
     languages: dict[Path, str] = {}
     members: dict[str, list[_Pair | tuple[Path, str]]] = defaultdict(list)  # target -> pairs, or (object, error)
-    if listed is not None:
-        how = f"object-lists+{how}"
-        for t in listed.values():
-            for obj in t.objects:
-                pair = by_object.get(obj)
-                members[t.name].append(pair or (obj, f"listed for {t.name} but not in the {how} pairs"))
+    if reply is None and listed is None:
+        pairs, how = _generated(build_dir, generator, cache, members, languages)
+        notes.append(f"no current file-API reply: targets and objects read from {how}")
     else:
-        assert reply is not None
-        pairs_of: dict[Path, list[_Pair]] = defaultdict(list)
-        for p in pairs:
-            pairs_of[pairing.group_dir(p.object)].append(p)
-        for group, target in pairing.match_groups(groups, reply).items():
-            group_pairs = pairs_of[group]
-            if isinstance(target, str):
-                members[f"<unknown {group.name}>"].extend((p.object, target) for p in group_pairs)
-            else:
-                members[target.name].extend(group_pairs)
+        pairs, groups, how = _pairs(build_dir, generator, cache, use_cache)
+        how = _assign(pairs, groups, how, reply, listed, members)
     if reply is not None:
         for t in reply.targets:
             languages.update(pairing.compiled_sources(t, source_root))
@@ -186,18 +175,75 @@ def _cuda_version_from_cache(build_dir: Path, cache: dict[str, str]) -> str:
     return match.group(1) if match else ""
 
 
-def _reply(build_dir: Path, inside_build: bool, log: Callable[[str], None], notes: list[str]) -> fileapi.Reply | None:
+def _assign(
+    pairs: list[_Pair], groups: dict[Path, set[Path]], how: str, reply: fileapi.Reply | None,
+    listed: dict[str, pairing.ListedTarget] | None, members: dict[str, list[_Pair | tuple[Path, str]]],
+) -> str:
+    """Put each pair in its target's ``members``: by the package's object lists, else by the reply."""
+    if listed is not None:
+        by_object = {p.object: p for p in pairs}
+        how = f"object-lists+{how}"
+        for t in listed.values():
+            for obj in t.objects:
+                pair = by_object.get(obj)
+                members[t.name].append(pair or (obj, f"listed for {t.name} but not in the {how} pairs"))
+        return how
+    assert reply is not None
+    pairs_of: dict[Path, list[_Pair]] = defaultdict(list)
+    for p in pairs:
+        pairs_of[pairing.group_dir(p.object)].append(p)
+    for group, target in pairing.match_groups(groups, reply).items():
+        group_pairs = pairs_of[group]
+        if isinstance(target, str):
+            members[f"<unknown {group.name}>"].extend((p.object, target) for p in group_pairs)
+        else:
+            members[target.name].extend(group_pairs)
+    return how
+
+
+def _reply(
+    build_dir: Path, inside_build: bool, reconfigure: bool, log: Callable[[str], None], notes: list[str]
+) -> fileapi.Reply | None:
+    """A current reply, or None. Only ``reconfigure`` runs CMake, and never inside a running build."""
     if fileapi.reply_is_current(build_dir):
         return fileapi.read_reply(build_dir)
-    if inside_build:
-        # Never re-run CMake under a running build: the object lists and logs suffice.
+    if reconfigure and not inside_build:
+        log(f"WARNING re-running the project's configure in {build_dir} (--reconfigure): it may change "
+            "the build's flags and make the next build recompile")
+        command = fileapi.refresh(build_dir)
+        notes.append(f"re-ran {' '.join(command)} (--reconfigure) to answer the file-API query")
+        return fileapi.read_reply(build_dir)
+    try:  # the one write into the build tree: the next configure answers it
         fileapi.write_query(build_dir)
-        notes.append("no current file-API reply inside the build; used the CMake package's object lists")
-        return None
-    command = fileapi.refresh(build_dir)
-    log(f"re-ran {' '.join(command)} to answer the file-API query")
-    notes.append("re-ran CMake to refresh the file-API reply")
-    return fileapi.read_reply(build_dir)
+    except OSError as e:
+        notes.append(f"could not write the file-API query ({e.strerror or e}): a read-only build tree")
+    return None
+
+
+def _generated(
+    build_dir: Path, generator: str, cache: dict[str, str],
+    members: dict[str, list[_Pair | tuple[Path, str]]], languages: dict[Path, str],
+) -> tuple[list[_Pair], str]:
+    """Fill ``members`` and ``languages`` from the generator's own files; (pairs, where from)."""
+    how_to_fix = ("configure once with the package (find_package(KernelSymbolMap) and kernel_symbol_map(), or "
+                  "CMAKE_PROJECT_TOP_LEVEL_INCLUDES), or run build --reconfigure")
+    try:
+        if "Ninja" in generator and "Multi-Config" not in generator:
+            found, how = generatorfiles.from_ninja(build_dir, cache.get("CMAKE_BUILD_TYPE", "")), "build.ninja"
+        elif generator == "Unix Makefiles":
+            found, how = generatorfiles.from_makefiles(build_dir), "Makefile2+DependInfo"
+        else:
+            raise BuildTreeError(f"generator {generator!r} has no read-only model")
+    except BuildTreeError as e:
+        raise BuildTreeError(f"{build_dir}: no current file-API reply, and {e}; {how_to_fix}") from None
+    pairs = []
+    for g in found:
+        pair = _Pair(g.source, g.object, g.depfile)
+        pairs.append(pair)
+        members[g.target].append(pair)
+        if g.language:
+            languages[g.source] = g.language
+    return pairs, how
 
 
 def _pairs(

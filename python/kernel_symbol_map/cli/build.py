@@ -47,6 +47,9 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="read objects in N processes (default 1: measured fastest on 2 cores)")
     p.add_argument("--no-cache", action="store_true", help="read every object again; ignore and keep no cache")
     p.add_argument("--strict", action="store_true", help="exit 1 when the map is not complete")
+    p.add_argument("--reconfigure", action="store_true",
+                   help="re-run the project's CMake configure when no file-API reply is current (by default "
+                   "build never runs it: targets then come from build.ninja or the Makefiles)")
     p.add_argument("--inside-build", action="store_true", default=bool(os.environ.get(INSIDE_BUILD_ENV)),
                    help=argparse.SUPPRESS)  # set by the CMake package: never re-run CMake
     p.set_defaults(run=run)
@@ -100,7 +103,8 @@ def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use
         reader = {"read": cuobjdump_backend(args.cuobjdump).read_kernels}
     options = Options(
         build_dirs=tuple(build_dirs), out=out, source_root=root, targets=tuple(args.targets), backend=args.backend,
-        commit=commit, inside_build=args.inside_build, use_cache=use_cache, jobs=max(1, args.jobs or 1), **reader,
+        commit=commit, inside_build=args.inside_build, reconfigure=args.reconfigure, use_cache=use_cache,
+        jobs=max(1, args.jobs or 1), **reader,
     )
     log = lambda m: print(f"kernel_symbol_map: {m}", flush=True)  # noqa: E731
     extraction = None

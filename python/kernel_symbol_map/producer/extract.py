@@ -32,6 +32,7 @@ class Options:
     read: Callable[[Path], Result] = read_kernels
     commit: str | None = None
     inside_build: bool = False
+    reconfigure: bool = False  # opt-in: re-run the project's configure to answer the file-API query
     use_cache: bool = True
     jobs: int = 1  # >1: a process pool (bench/bench_parallel.py: serial wins on 2 cores)
 
@@ -97,7 +98,8 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         try:
             trees.append(
                 load_tree(
-                    build_dir, inside_build=options.inside_build, targets=list(options.targets) or None, log=log,
+                    build_dir, inside_build=options.inside_build, reconfigure=options.reconfigure,
+                    targets=list(options.targets) or None, log=log,
                     use_cache=options.use_cache,
                 )
             )

@@ -1,0 +1,108 @@
+"""Targets, objects and sources from what the generator already wrote: read-only, no configure.
+
+Used when a build tree has no current file-API reply (a retrofit, or CMake
+older than 3.27 before its next configure). The answer is as exact as the
+reply's, because it is what the build itself runs:
+
+* **Ninja**: each object's ``build`` statement names its rule,
+  ``<LANG>_COMPILER__<target>[_unscanned]_<config>`` (the target encoded as
+  CMake's ``EncodeRuleName`` does: every character but ``[A-Za-z0-9_-]`` as
+  ``.xx``; ``_unscanned`` on CMake 3.28+ for sources that need no module
+  scan), its source as the explicit input, and
+  ``cmake_object_order_depends_target_<target>`` as an order-only input.
+* **Unix Makefiles**: ``CMakeFiles/Makefile2`` maps each target's name to
+  its object directory (``<name>: <dir>/rule``), which
+  ``CMakeFiles/TargetDirectories.txt`` lists; each directory's
+  ``DependInfo.cmake`` gives (source, object, depfile), and its
+  ``build.make`` says which language compiled each object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import regex
+
+from ..errors import BuildTreeError
+from . import dependinfo, ninjafile
+from .compdb import absolute
+
+ORDER_DEPENDS = "cmake_object_order_depends_target_"
+UNSCANNED = "_unscanned"
+_COMPILE_RULE = regex.compile(r"^([A-Za-z0-9]+)_COMPILER__([A-Za-z0-9_.-]+)$")
+_RULE_ESCAPE = regex.compile(r"\.([0-9a-fA-F]{2})")
+_MAKE_TARGET = regex.compile(r"^([^\s:#][^\s:]*): (\S+)/rule$", regex.M)
+_MAKE_BUILDING = regex.compile(r'"Building (\w+) object (.+?)"')
+
+
+@dataclass(frozen=True)
+class GeneratedObject:
+    target: str
+    object: Path
+    source: Path
+    language: str
+    depfile: Path | None = None
+
+
+def decode_rule_name(encoded: str) -> str:
+    """Undo CMake's ``EncodeRuleName``: ``.xx`` is the character with hex code ``xx``."""
+    return _RULE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), encoded)
+
+
+def from_ninja(build_dir: Path, config: str) -> list[GeneratedObject]:
+    """Every object ``build.ninja`` compiles, with its target, source and language."""
+    suffix = f"_{config}"
+    found = []
+    for st in ninjafile.read(build_dir / "build.ninja", build_dir):
+        m = _COMPILE_RULE.match(st.rule)
+        if not m or not m.group(2).endswith(suffix) or not st.inputs:
+            continue
+        language, encoded = m.group(1), m.group(2)[: len(m.group(2)) - len(suffix)]
+        decoded = decode_rule_name(encoded)
+        named = [o[len(ORDER_DEPENDS):] for o in st.order_only if o.startswith(ORDER_DEPENDS)]
+        target = named[0] if len(named) == 1 else decoded.removesuffix(UNSCANNED)
+        if decoded not in (target, target + UNSCANNED):
+            raise BuildTreeError(f"{build_dir / 'build.ninja'}: {st.outputs[0]} is built by rule {st.rule} "
+                                 f"but ordered after target {target}")
+        found.append(GeneratedObject(target, absolute(st.outputs[0], build_dir), absolute(st.inputs[0], build_dir),
+                                     language))
+    if not found:
+        raise BuildTreeError(f"{build_dir / 'build.ninja'}: no compile statements for configuration {config!r}")
+    return found
+
+
+def from_makefiles(build_dir: Path) -> list[GeneratedObject]:
+    """Every object the Makefiles compile, with its target, source, language and depfile."""
+    makefile2 = build_dir / "CMakeFiles" / "Makefile2"
+    listed = build_dir / "CMakeFiles" / "TargetDirectories.txt"
+    try:
+        names = {absolute(d, build_dir): n for n, d in _MAKE_TARGET.findall(makefile2.read_text(errors="replace"))}
+        directories = [Path(line) for line in listed.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError as e:
+        raise BuildTreeError(f"{e.filename}: {e.strerror or e}") from None
+    found = []
+    for directory in directories:
+        info = directory / "DependInfo.cmake"
+        if not info.is_file():
+            continue  # a utility target: nothing compiled
+        objects = dependinfo.read_dependinfo(info, build_dir)
+        if not objects:
+            continue
+        name = names.get(directory)
+        if name is None:
+            raise BuildTreeError(f"{makefile2}: no target is built in {directory}")
+        languages = _make_languages(directory / "build.make", build_dir)
+        for o in objects:
+            found.append(GeneratedObject(name, o.object, o.source, languages.get(o.object, ""), o.depfile))
+    if not found:
+        raise BuildTreeError(f"{listed}: no target compiles any object")
+    return found
+
+
+def _make_languages(build_make: Path, build_dir: Path) -> dict[Path, str]:
+    try:
+        text = build_make.read_text(errors="replace")
+    except OSError as e:
+        raise BuildTreeError(f"{build_make}: {e.strerror or e}") from None
+    return {absolute(obj, build_dir): lang for lang, obj in _MAKE_BUILDING.findall(text)}

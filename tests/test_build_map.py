@@ -196,11 +196,14 @@ def test_missing_depfile_fails_closed(kernel_builds: dict[str, Build], tmp_path:
     assert doc["objects"] == [] and "depfile missing" in doc["reason"]
 
 
-def test_reply_is_refreshed_when_missing(kernel_builds: dict[str, Build], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_reply_is_refreshed_only_with_reconfigure(kernel_builds: dict[str, Build], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     b = kernel_builds["newest-unix"]
     shutil.rmtree(b.build / ".cmake" / "api" / "v1" / "reply")
-    doc = build_map(b, tmp_path)
-    assert "re-ran" in capsys.readouterr().out and "reason" not in doc
+    doc = build_map(b, tmp_path, "--no-cache")
+    assert "re-ran" not in capsys.readouterr().out and "reason" not in doc
+    assert doc["pairing"] == "Makefile2+DependInfo"
+    doc = build_map(b, tmp_path, "--no-cache", "--reconfigure")  # and the shared build has its reply again
+    assert "re-running the project's configure" in capsys.readouterr().out and doc["pairing"] == "DependInfo"
 
 
 def test_reproducible_with_source_date_epoch(kernel_builds: dict[str, Build], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -42,7 +42,17 @@ setuptools-driven and plain CMake builds; or through ``KernelSymbolMap_DIR``.
 Variables:
 
 ``KernelSymbolMap_PYTHON_EXECUTABLE``
-  The interpreter the extractor runs with (set by ``kernel_symbol_map()``).
+  The interpreter the extractor runs with. Set it to choose one; else
+  ``kernel_symbol_map()`` sets it to ``Python_EXECUTABLE``,
+  ``Python3_EXECUTABLE``, or the interpreter whose environment holds this
+  package.
+
+Retrofit, without editing a project (CMake 3.24+)::
+
+  cmake -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=$(python -m kernel_symbol_map --cmake-include) ...
+
+runs ``KernelSymbolMapTopLevelInclude.cmake`` at the project's first
+``project()``: it finds this package and calls ``kernel_symbol_map()``.
 #]=======================================================================]
 
 set(_KernelSymbolMap_DIR "${CMAKE_CURRENT_LIST_DIR}")
@@ -51,13 +61,35 @@ set(_KernelSymbolMap_DIR "${CMAKE_CURRENT_LIST_DIR}")
 set(_KernelSymbolMap_LISTS ".kernel_symbol_map/targets")
 
 function(_kernel_symbol_map_python out)
-  foreach(candidate IN ITEMS "${Python_EXECUTABLE}" "${Python3_EXECUTABLE}")
+  foreach(candidate IN ITEMS "${KernelSymbolMap_PYTHON_EXECUTABLE}" "${Python_EXECUTABLE}" "${Python3_EXECUTABLE}")
     if(candidate)
       set(${out} "${candidate}" PARENT_SCOPE)
       return()
     endif()
   endforeach()
-  # Installed in a virtual environment: <venv>/lib/pythonX.Y/site-packages/kernel_symbol_map/share/cmake/KernelSymbolMap
+  _kernel_symbol_map_own_python(own)
+  if(own)
+    set(${out} "${own}" PARENT_SCOPE)
+    return()
+  endif()
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  set(${out} "${Python3_EXECUTABLE}" PARENT_SCOPE)
+endfunction()
+
+# `cmake -E env` arguments for the extractor's interpreter. When it is this package's own
+# environment (the top-level include), a pip build's isolation variables must not reach
+# it: pip points PYTHONPATH at a sitecustomize that hides the interpreter's site-packages.
+function(_kernel_symbol_map_python_env out)
+  if(KernelSymbolMap_PYTHON_OWN_ENVIRONMENT)
+    set(${out} --unset=PYTHONPATH --unset=PYTHONNOUSERSITE --unset=PYTHONHOME PARENT_SCOPE)
+  else()
+    set(${out} "" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# The interpreter of the virtual environment this package is installed in, or "":
+# <venv>/lib/pythonX.Y/site-packages/kernel_symbol_map/share/cmake/KernelSymbolMap
+function(_kernel_symbol_map_own_python out)
   get_filename_component(venv "${_KernelSymbolMap_DIR}/../../../../../../.." ABSOLUTE)
   foreach(name IN ITEMS python3 python)
     if(EXISTS "${venv}/bin/${name}" AND EXISTS "${venv}/pyvenv.cfg")
@@ -65,8 +97,7 @@ function(_kernel_symbol_map_python out)
       return()
     endif()
   endforeach()
-  find_package(Python3 COMPONENTS Interpreter QUIET)
-  set(${out} "${Python3_EXECUTABLE}" PARENT_SCOPE)
+  set(${out} "" PARENT_SCOPE)
 endfunction()
 
 function(_kernel_symbol_map_device_targets dir out)
@@ -115,7 +146,8 @@ function(kernel_symbol_map)
   if(NOT python)
     message(FATAL_ERROR "kernel_symbol_map(): no Python found; set Python_EXECUTABLE to an interpreter with kernel-symbol-map installed")
   endif()
-  execute_process(COMMAND "${python}" -c "import kernel_symbol_map"
+  _kernel_symbol_map_python_env(python_env)
+  execute_process(COMMAND "${CMAKE_COMMAND}" -E env ${python_env} "${python}" -c "import kernel_symbol_map.producer.extract"
                   RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "kernel_symbol_map(): no usable Python: ${python} cannot import kernel_symbol_map; install kernel-symbol-map there or set Python_EXECUTABLE")
@@ -150,6 +182,9 @@ function(kernel_symbol_map)
   # that it runs before install() rules the project declares after this call.
   if(NOT ARG_COMPONENT)
     set(ARG_COMPONENT "${CMAKE_INSTALL_DEFAULT_COMPONENT_NAME}")
+  endif()
+  if(NOT ARG_COMPONENT)  # unset inside project(), where CMAKE_PROJECT_TOP_LEVEL_INCLUDES run
+    set(ARG_COMPONENT "Unspecified")
   endif()
   set(level WARNING)
   if(ARG_STRICT)
@@ -209,7 +244,8 @@ function(_kernel_symbol_map_finish python output strict targets)
   if(strict)
     set(strict_flag "--strict")
   endif()
-  set(command "${CMAKE_COMMAND}" -E env KERNEL_SYMBOL_MAP_INSIDE_BUILD=1
+  _kernel_symbol_map_python_env(python_env)
+  set(command "${CMAKE_COMMAND}" -E env ${python_env} KERNEL_SYMBOL_MAP_INSIDE_BUILD=1
     "${python}" -m kernel_symbol_map build --build-dir "${CMAKE_BINARY_DIR}"
     --source-root "${CMAKE_SOURCE_DIR}" --out "${output}" ${strict_flag})
   if(targets)

@@ -64,7 +64,8 @@ def test_wheel_ships_the_cmake_package(our_wheel: Path) -> None:
         names = set(z.namelist())
         entry_points = next(z.read(n).decode() for n in names if n.endswith("entry_points.txt"))
     share = "kernel_symbol_map/share/cmake/KernelSymbolMap/"
-    assert {share + "KernelSymbolMapConfig.cmake", share + "KernelSymbolMapConfigVersion.cmake"} <= names
+    assert {share + "KernelSymbolMapConfig.cmake", share + "KernelSymbolMapConfigVersion.cmake",
+            share + "KernelSymbolMapTopLevelInclude.cmake"} <= names
     assert "[cmake.prefix]\nKernelSymbolMap = kernel_symbol_map" in entry_points
 
 
@@ -202,3 +203,40 @@ def test_target_without_device_code_warns(tmp_path: Path) -> None:
     proc = run(["cmake", "-S", tmp_path, "-B", tmp_path / "b", f"-DKernelSymbolMap_DIR={cmake_dir()}",
                 f"-DPython_EXECUTABLE={sys.executable}"])
     assert "kernel_symbol_map(): target host has no CUDA or HIP sources" in " ".join(proc.stderr.split())
+
+
+# Retrofit: CMAKE_PROJECT_TOP_LEVEL_INCLUDES maps a project that was never edited.
+
+PLAIN = ROOT / "tests" / "projects" / "plain_skbuild"
+PLAIN_KERNELS = {"csrc/plain.cu": ("plain_kernels", {"_Z12plain_kernelPf"})}
+
+
+def _include() -> str:
+    path = run([sys.executable, "-m", "kernel_symbol_map", "--cmake-include"]).stdout.strip()
+    assert Path(path).name == "KernelSymbolMapTopLevelInclude.cmake" and Path(path).is_file()
+    return path
+
+
+def test_top_level_include_maps_an_unmodified_project(tmp_path: Path) -> None:
+    nvcc = toolchains.require(toolchains.nvcc(), "nvcc")
+    build = tmp_path / "build"
+    run(["/usr/bin/cmake", "-S", PLAIN, "-B", build, "-G", "Ninja", "-DCMAKE_CUDA_ARCHITECTURES=80",
+         f"-DCMAKE_CUDA_COMPILER={nvcc}", "-DSKBUILD_PROJECT_NAME=plain_ext",
+         f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={_include()}"])
+    assert (build / ".cmake" / "api" / "v1" / "query" / "client-kernel_symbol_map" / "query.json").is_file()
+    run(["/usr/bin/cmake", "--build", build])
+    doc = json.loads(gzip.decompress((build / "kernel_symbol_map.json.gz").read_bytes()))
+    assert "reason" not in doc
+    assert {o["source"]: (o["target"], set(o["symbols"])) for o in doc["objects"]} == PLAIN_KERNELS
+
+
+def test_top_level_include_through_pip_wheel(tmp_path: Path) -> None:
+    nvcc = toolchains.require(toolchains.nvcc(), "nvcc")
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", PLAIN, "-w", tmp_path,
+         "-C", "cmake.define.CMAKE_CUDA_ARCHITECTURES=80", "-C", f"cmake.define.CMAKE_CUDA_COMPILER={nvcc}",
+         "-C", f"cmake.define.CMAKE_PROJECT_TOP_LEVEL_INCLUDES={_include()}"])
+    (wheel,) = tmp_path.glob("plain_ext-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        doc = json.loads(gzip.decompress(z.read("plain_ext/kernel_symbol_map.json.gz")))
+    assert "reason" not in doc
+    assert {o["source"]: (o["target"], set(o["symbols"])) for o in doc["objects"]} == PLAIN_KERNELS

@@ -1,4 +1,4 @@
-"""Where the CMake package lives, for ``python -m kernel_symbol_map --cmake-dir``."""
+"""Where the CMake package lives, for ``python -m kernel_symbol_map --cmake-dir`` and ``--cmake-include``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from .errors import KernelSymbolMapError
 
 CONFIG = "KernelSymbolMapConfig.cmake"
+TOP_LEVEL_INCLUDE = "KernelSymbolMapTopLevelInclude.cmake"
 RELATIVE = Path("share") / "cmake" / "KernelSymbolMap"
 
 
@@ -22,3 +23,8 @@ def cmake_dir() -> Path:
         if (candidate / CONFIG).is_file():
             return candidate
     raise KernelSymbolMapError(f"{CONFIG} is not installed next to {here}; reinstall kernel-symbol-map")
+
+
+def cmake_include() -> Path:
+    """The file to name in ``CMAKE_PROJECT_TOP_LEVEL_INCLUDES``: maps a project without editing it."""
+    return cmake_dir() / TOP_LEVEL_INCLUDE

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .._version import __version__
-from ..cmakedir import cmake_dir
+from ..cmakedir import cmake_dir, cmake_include
 from . import _output, build, demo, diffmaps, query, select, show, symbols, validate
 
 COMMANDS = (symbols, build, show, query, select, diffmaps, validate, demo)
@@ -43,6 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the folder of the CMake package (for -DKernelSymbolMap_DIR=...) and exit",
     )
+    parser.add_argument(
+        "--cmake-include",
+        action="store_true",
+        help="print the file that maps an unmodified project (for -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=...) and exit",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS:
         module.populate_parser(sub)
@@ -52,9 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.cmake_dir:
+    if args.cmake_dir or args.cmake_include:
         with _output.reporting_errors() as status:
-            print(cmake_dir())
+            print(cmake_include() if args.cmake_include else cmake_dir())
         return status.code
     if args.command is None:
         parser.print_help(sys.stderr)

@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import shutil
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -145,9 +146,10 @@ def _damage(data: bytes, how: str) -> bytes:
         return data[: len(data) // 2 + 3]
     if how == "header":
         return b"# ninjadepz\n" + data[12:]
-    if how == "checksum":  # the first path record's ~id
-        at = data.index(b"\0", 16)
-        at += 4 - at % 4 if at % 4 else 0
+    if how == "checksum":  # the first path record's ~id, its last 4 bytes; the path text stays intact
+        (size,) = struct.unpack_from("<I", data, 16)
+        assert not size & 0x8000_0000, "the log starts with a path record"
+        at = 16 + 4 + size - 4
         return data[:at] + bytes(b ^ 0xFF for b in data[at : at + 4]) + data[at + 4 :]
     # a header path changed in place: the structure is intact, the path is wrong
     return data.replace(b"shared_kernel.cuh", b"shared_kernel.cuX")
@@ -166,14 +168,17 @@ def test_damaged_ninja_deps_gives_a_reason_not_wrong_deps(
     finally:
         log.write_bytes(original)
     assert doc["objects"] == [] and doc["incomplete"] and doc["errors"]
-    assert ("shared_kernel.cuX" if damage == "path" else ".ninja_deps") in doc["reason"]
+    expected = {"truncate": "truncated", "header": "not a ninja deps log", "checksum": "path record checksum mismatch",
+                "path": "shared_kernel.cuX"}
+    assert expected[damage] in doc["reason"]
 
 
-def test_stale_deps_record_fails_closed(kernel_builds: dict[str, Build], tmp_path: Path) -> None:
+@pytest.mark.parametrize("newer_ns", [1_000_000, 5_000_000_000])  # 1 ms: no tolerance hides a rewrite
+def test_stale_deps_record_fails_closed(kernel_builds: dict[str, Build], tmp_path: Path, newer_ns: int) -> None:
     b = kernel_builds["3.25-ninja"]
     obj = b.build / "CMakeFiles" / "core.dir" / "csrc" / "a" / "util.cu.o"
     st = obj.stat()
-    os.utime(obj, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    os.utime(obj, ns=(st.st_atime_ns, st.st_mtime_ns + newer_ns))
     try:
         doc = build_map(b, tmp_path)
         strict = build_map(b, tmp_path, "--strict", expect=1)
@@ -234,6 +239,15 @@ def test_seed_command_line(kernel_builds: dict[str, Build], tmp_path: Path) -> N
                  "--jobs", "8", "--commit", "abc"]) == 0
     doc = json.loads(gzip.decompress(out.read_bytes()))
     assert doc["commit"] == "abc" and len(doc["objects"]) == len(EXPECTED) + 1
+
+
+def test_jobs_pool_gives_each_object_its_own_kernels(kernel_builds: dict[str, Build], tmp_path: Path) -> None:
+    """--jobs with a cold cache, so the process pool really reads; its map equals the serial one."""
+    b = kernel_builds["3.25-ninja"]
+    serial = build_map(b, tmp_path / "serial", "--no-cache", "--commit", "abc")
+    pooled = build_map(b, tmp_path / "pooled", "--no-cache", "--jobs", "2", "--commit", "abc")
+    assert len({tuple(o["symbols"]) for o in serial["objects"]}) > 3  # objects differ, so a mix-up shows
+    assert pooled["objects"] == serial["objects"]
 
 
 def test_targets_filter_and_unknown_target(kernel_builds: dict[str, Build], tmp_path: Path) -> None:

@@ -100,3 +100,22 @@ def test_hip_object_is_not_called_kernel_free(hip_corpus: dict[str, Path], cuobj
 
 def test_directory_is_an_error(tmp_path: Path, cuobjdump: Cuobjdump) -> None:
     assert cuobjdump.read_kernels(tmp_path).error == "is a directory"
+
+
+def test_compare_names_every_difference() -> None:
+    """The cross-check can fail: differing sets, one side unreadable, a member only one side has."""
+    from kernel_symbol_map.readers.crosscheck import compare
+    from kernel_symbol_map.readers.devicecode import Result
+
+    mine = Result("x.o", {"sm_80": frozenset({"_Z2k1v", "_Z2k2v"})})
+    theirs = Result("x.o", {"sm_90": frozenset({"_Z2k2v", "_Z2k3v"})})
+    assert compare(mine, Result("x.o", {"sm_90": mine.kernels["sm_80"]})) == []  # arch labels are not compared
+    (d,) = compare(mine, theirs)
+    assert (d.only_first, d.only_second) == (("_Z2k1v",), ("_Z2k3v",))
+    assert d.describe() == "x.o: only native: _Z2k1v; only cuobjdump: _Z2k3v"
+    (d,) = compare(mine, Result("x.o", error="cuobjdump failed"))
+    assert d.second_error == "cuobjdump failed" and "cuobjdump error: cuobjdump failed" in d.describe()
+    archive = Result("lib.a", members=(Result("lib.a(a.o)", mine.kernels), Result("lib.a(b.o)", theirs.kernels)))
+    fewer = Result("lib.a", members=(Result("lib.a(a.o)", mine.kernels),))
+    (d,) = compare(archive, fewer)
+    assert d.path == "lib.a(b.o)" and d.only_first == ("_Z2k2v", "_Z2k3v")

@@ -1,11 +1,11 @@
 """The package's layers import one way: read every import with ``ast`` and check the rules.
 
-Layers are the package's sub-folders; ``errors``, ``_version``, ``_statefile``
-and ``cmakedir`` are shared by all. The rules (README, "Layout"):
+Layers are the package's sub-folders; ``errors``, ``_version``, ``_statefile``,
+``_atomic`` and ``cmakedir`` are shared by all. The rules (README, "Layout"):
 
 - ``readers`` and ``buildtree`` import nothing of ``producer``, ``consumer``
   or ``cli``, nor of each other;
-- ``mapformat`` imports only ``errors``;
+- ``mapformat`` imports only ``errors`` and ``_atomic``;
 - ``consumer`` imports only ``mapformat`` and ``errors``;
 - ``producer`` imports neither ``consumer`` nor ``cli``;
 - nothing imports ``cli`` except ``__main__``;
@@ -21,21 +21,22 @@ import pytest
 
 PACKAGE = "kernel_symbol_map"
 ROOT = Path(__file__).resolve().parents[1] / "python" / PACKAGE
-SHARED = {"errors", "_version", "_statefile", "cmakedir"}
+SHARED = {"errors", "_version", "_statefile", "_atomic", "cmakedir"}
 LAYERS = {"readers", "buildtree", "mapformat", "producer", "consumer", "cli"}
 
 # layer -> the other parts of the package it may import (itself always allowed)
 ALLOWED: dict[str, set[str]] = {
     "readers": SHARED,
     "buildtree": SHARED,
-    "mapformat": {"errors"},
+    "mapformat": {"errors", "_atomic"},
     "consumer": {"mapformat", "errors"},
     "producer": SHARED | {"readers", "buildtree", "mapformat"},
     "cli": SHARED | {"readers", "buildtree", "mapformat", "producer", "consumer"},
     # shared modules stay at the bottom
     "errors": set(),
     "_version": set(),
-    "_statefile": set(),
+    "_statefile": {"_atomic"},
+    "_atomic": set(),
     "cmakedir": {"errors"},
     # the package's face names the public API lazily; __main__ runs the CLI
     "__init__": SHARED | {"readers", "consumer"},

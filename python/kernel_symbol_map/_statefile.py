@@ -13,10 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from . import _atomic
 
 FOLDER = ".kernel_symbol_map"
 FORMAT = 1
@@ -63,11 +64,7 @@ def write(path: Path, tool: str, payload: Any, warn: Callable[[str], None]) -> N
     body = json.dumps(payload, separators=(",", ":")).encode()
     header = json.dumps({"format": FORMAT, "tool": tool, "checksum": hashlib.sha256(body).hexdigest()})
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(header.encode() + b"\n" + body)
-        os.replace(tmp, path)
+        _atomic.replace(path, header.encode() + b"\n" + body)
     except OSError as e:  # a cache we cannot write only costs time
         warn(f"cannot write cache {path}: {e.strerror or e}")
 

@@ -23,12 +23,12 @@ import io
 import json
 import os
 import subprocess
-import tempfile
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from .. import _atomic
 from ..errors import MapError
 
 VERSION = 1
@@ -134,23 +134,9 @@ def write(document: dict[str, Any], out: Path) -> int:
     """Write atomically: the old map stays intact until the complete new one replaces it."""
     data = encode(document)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        _atomic.replace(out, data, durable=True, mode=0o644)
     except OSError as e:
-        raise MapError(f"{out}: cannot write: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
         raise MapError(f"{out}: cannot write: {e.strerror or e}; the previous map is untouched") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return len(data)
 
 

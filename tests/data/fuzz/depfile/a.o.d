@@ -1,0 +1,2 @@
+a.o: /src/a.cu \
+  /src/include\ dir/h.cuh /src/b.cuh

@@ -226,6 +226,8 @@ def _nsys(path: Path, commit: str) -> list[Recording]:
             db.close()
     except sqlite3.Error as e:
         raise RecordingError(f"{path}: not an Nsight Systems export ({e})") from None
+    except UnicodeDecodeError as e:  # a corrupt string table (found by bench/fuzz.py)
+        raise RecordingError(f"{path}: a string in the export is not UTF-8 ({e.reason})") from None
     kernels: dict[str, set[str]] = {r.test: set() for r in ranges}
     unplaced: dict[str, list[str]] = defaultdict(list)  # test -> kernels that may have been its own
     orphans: list[str] = []

@@ -1,0 +1,8 @@
+"""The recorder: which kernels each CI step or test launched, through CUPTI's Activity API.
+
+:mod:`.process` records one interpreter (started by ``record``, by the
+pytest plugin, or in any Python descendant by the ``.pth`` hook in
+:mod:`.hook`); :mod:`.activity` is the CUPTI side (``cupti-python``, the
+``record`` extra); :mod:`.parts` merges each process's part file into the
+JSON Lines that ``select`` reads. It imports nothing of the consumer.
+"""

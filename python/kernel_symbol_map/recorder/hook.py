@@ -1,0 +1,34 @@
+"""Start recording in every Python process that ``record`` (or the pytest plugin) spawns.
+
+The wheel installs ``kernel_symbol_map_record.pth`` into site-packages; its one
+line runs at every interpreter start and costs one environment lookup when
+recording is off (coverage.py reaches subprocesses the same way). When
+:data:`FOLDER_VARIABLE` is set, :func:`start` records this interpreter into
+that folder. Forked children start their own part file.
+"""
+
+from __future__ import annotations
+
+import os
+
+FOLDER_VARIABLE = "KERNEL_SYMBOL_MAP_RECORD"  # the parts folder; set by `record` and the plugin
+SCOPE_VARIABLE = "KERNEL_SYMBOL_MAP_RECORD_SCOPE"  # what this process's kernels belong to
+PTH_LINE = (
+    "import os; os.environ.get('KERNEL_SYMBOL_MAP_RECORD') and "
+    "__import__('kernel_symbol_map.recorder.hook', fromlist=['start']).start()"
+)
+
+
+def start() -> None:
+    """Record this interpreter (from the .pth line); never raises, never prints on success."""
+    folder = os.environ.get(FOLDER_VARIABLE)
+    if not folder:
+        return
+    try:
+        from .process import ProcessRecorder
+
+        ProcessRecorder.start_current(folder, os.environ.get(SCOPE_VARIABLE, ""))
+    except Exception as e:  # noqa: BLE001 - interpreter start-up must never fail because of us
+        import sys
+
+        print(f"kernel_symbol_map: cannot record this process: {e!r}", file=sys.stderr)

@@ -8,6 +8,7 @@ Layers are the package's sub-folders; ``errors``, ``_version``, ``_statefile``,
 - ``mapformat`` imports only ``errors`` and ``_atomic``;
 - ``consumer`` imports only ``mapformat`` and ``errors``;
 - ``producer`` imports neither ``consumer`` nor ``cli``;
+- ``recorder`` imports only ``mapformat`` (for the commit), ``errors`` and ``_atomic``;
 - nothing imports ``cli`` except ``__main__``;
 - no layer imports the package's face (``kernel_symbol_map/__init__.py``).
 """
@@ -22,7 +23,7 @@ import pytest
 PACKAGE = "kernel_symbol_map"
 ROOT = Path(__file__).resolve().parents[1] / "python" / PACKAGE
 SHARED = {"errors", "_version", "_statefile", "_atomic", "cmakedir"}
-LAYERS = {"readers", "buildtree", "mapformat", "producer", "consumer", "cli"}
+LAYERS = {"readers", "buildtree", "mapformat", "producer", "consumer", "recorder", "cli"}
 
 # layer -> the other parts of the package it may import (itself always allowed)
 ALLOWED: dict[str, set[str]] = {
@@ -31,7 +32,8 @@ ALLOWED: dict[str, set[str]] = {
     "mapformat": {"errors", "_atomic"},
     "consumer": {"mapformat", "errors"},
     "producer": SHARED | {"readers", "buildtree", "mapformat"},
-    "cli": SHARED | {"readers", "buildtree", "mapformat", "producer", "consumer"},
+    "recorder": {"errors", "_atomic", "mapformat"},
+    "cli": SHARED | {"readers", "buildtree", "mapformat", "producer", "consumer", "recorder"},
     # shared modules stay at the bottom
     "errors": set(),
     "_version": set(),

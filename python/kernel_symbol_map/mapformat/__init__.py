@@ -105,6 +105,57 @@ def fail_closed(document: dict[str, Any], what: str = "unreadable") -> None:
     document["reason"] = f"{len(errors)} objects {what}, e.g. {first['object']}: {first['error']}"
 
 
+def merge(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+    """One map from maps of one commit (shards built on several machines); fail closed.
+
+    Any input without evidence, maps of different commits, or one object
+    mapped two ways makes the result incomplete, with a reason. Subsets
+    (``only_targets``) merge into their union, which is whole when together
+    they cover ``all_targets``.
+    """
+    first = documents[0]
+    merged: dict[str, Any] = {k: v for k, v in first.items() if k not in ("objects", "errors", "reason")}
+    problems = [f"{n}: {d.get('reason') or 'incomplete'}" for n, d in zip(names, documents, strict=True)
+                if d.get("incomplete") or d.get("reason")]
+    commits = sorted({d["commit"] for d in documents})
+    if len(commits) > 1 or not commits[0]:
+        problems.append(f"the maps are of commits {', '.join(c or '(unknown)' for c in commits)}, not one")
+    objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for name, doc in zip(names, documents, strict=True):
+        for o in doc["objects"]:
+            key = (o["source"], o["target"], o["object"])
+            if key in objects and objects[key] != o:
+                problems.append(f"{name}: {o['object']} of {o['target']} differs from another map's")
+            objects[key] = o
+    merged["build_dirs"] = sorted({b for d in documents for b in d["build_dirs"]})
+    merged["generated_at"] = max(d["generated_at"] for d in documents)
+    merged["cuda"] = ", ".join(sorted({d["cuda"] for d in documents if d["cuda"]}))
+    backends = {d.get("backend", "cuda") for d in documents}
+    merged["backend"] = backends.pop() if len(backends) == 1 else "mixed"
+    if all("only_targets" in d for d in documents):
+        covered = sorted({t for d in documents for t in d["only_targets"]})
+        needed = sorted({t for d in documents for t in d.get("all_targets", [])})
+        merged["only_targets"], merged["all_targets"] = covered, needed
+        if needed and set(needed) <= set(covered):
+            del merged["only_targets"], merged["all_targets"]
+    else:
+        merged.pop("only_targets", None)
+        merged.pop("all_targets", None)
+    merged["errors"] = [e for d in documents for e in d["errors"]]
+    merged["objects"] = [objects[k] for k in sorted(objects)]
+    merged["incomplete"] = False
+    if problems:
+        merged.update(incomplete=True, objects=[], reason="; ".join(problems))
+    merged["stats"] = {
+        "objects": len(merged["objects"]),
+        "device_objects": sum(1 for o in merged["objects"] if o["device"]),
+        "symbols": sum(len(o["symbols"]) for o in merged["objects"]),
+        "errors": len(merged["errors"]),
+        "merged_from": len(documents),
+    }
+    return merged
+
+
 def encode(document: dict[str, Any], chunk: int = 64) -> bytes:
     """Gzipped JSON; without a time in the gzip header when SOURCE_DATE_EPOCH is set.
 

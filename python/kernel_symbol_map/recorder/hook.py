@@ -13,10 +13,6 @@ import os
 
 FOLDER_VARIABLE = "KERNEL_SYMBOL_MAP_RECORD"  # the parts folder; set by `record` and the plugin
 SCOPE_VARIABLE = "KERNEL_SYMBOL_MAP_RECORD_SCOPE"  # what this process's kernels belong to
-PTH_LINE = (
-    "import os; os.environ.get('KERNEL_SYMBOL_MAP_RECORD') and "
-    "__import__('kernel_symbol_map.recorder.hook', fromlist=['start']).start()"
-)
 
 
 def start() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import _atomic
+from .hook import SCOPE_VARIABLE
 
 KERNEL_KINDS = ("CONCURRENT_KERNEL", "KERNEL")
 _UNMATCHED_LIMIT = 1 << 20  # external-id records kept while waiting for their kernel
@@ -65,13 +67,14 @@ class ProcessRecorder:
         atexit.register(recorder.finish)
         global _FORK_HOOKED
         if not _FORK_HOOKED:
-            os.register_at_fork(after_in_child=_restart_in_child)
+            os.register_at_fork(before=_before_fork, after_in_child=_restart_in_child)
             _FORK_HOOKED = True
         return recorder
 
     def _begin(self, backend: Any) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / f"{self.token}.started").write_text(json.dumps({"pid": os.getpid(), "scope": self.default_scope}))
+        (self.folder / f"{self.token}.started").write_text(json.dumps({"pid": os.getpid(), "scope": self.default_scope,
+                                                                      "argv": sys.argv[:3]}))
         if backend is None:
             from .activity import Activity
 
@@ -173,4 +176,24 @@ def _restart_in_child() -> None:
     if parent is None or parent.finished:
         return
     ProcessRecorder.current = None
-    ProcessRecorder.start_current(parent.folder, os.environ.get("KERNEL_SYMBOL_MAP_RECORD_SCOPE", parent.default_scope))
+    ProcessRecorder.start_current(parent.folder, os.environ.get(SCOPE_VARIABLE, parent.default_scope))
+
+
+def _before_fork() -> None:
+    """A multiprocessing fork worker ends in os._exit(): atexit never runs there, its finalizers do.
+
+    multiprocessing clears the finalizers a child inherits, then runs its
+    after-fork callbacks; one of those registers the child's finish.
+    """
+    if "multiprocessing" in sys.modules:
+        from multiprocessing import util
+
+        util.register_after_fork(ProcessRecorder, _finish_with_multiprocessing)
+
+
+def _finish_with_multiprocessing(_cls: type) -> None:
+    from multiprocessing import util
+
+    child = ProcessRecorder.current
+    if child is not None:
+        util.Finalize(child, child.finish, exitpriority=100)

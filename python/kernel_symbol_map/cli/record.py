@@ -1,0 +1,76 @@
+"""``record``: run a command and record every CUDA kernel it and its Python descendants launched.
+
+The command runs with the recording variables set; the ``.pth`` hook starts
+CUPTI in every Python process below it (``subprocess``, ``multiprocessing``
+spawn and fork). When it exits, each process's part file is merged into
+``OUT/<step>.jsonl``, one record that ``select`` reads. The exit status is
+the command's, so a CI step still fails when its tests do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .. import mapformat
+from ._output import UsageError, warning
+
+
+
+def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "record",
+        help="run a command and record the kernels it launches (CUPTI), for select",
+        description="Run COMMAND; record every CUDA kernel launched by it and by its Python descendants "
+        "(CUPTI Activity API, through `pip install 'kernel-symbol-map[record]'`); write OUT/STEP.jsonl. "
+        "Non-Python processes that launch kernels (C++ test binaries) are not recorded.",
+        allow_abbrev=False,
+    )
+    p.add_argument("--step", required=True, help="the CI step's name: the recording's test name")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for STEP.jsonl")
+    p.add_argument("--commit", help="commit the run is of (default: CI variables, then git)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...", help="what to run")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..recorder import hook, parts
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise UsageError("record needs a command after --", "kernel-symbol-map record --step unit --out rec -- pytest")
+    if os.sep in args.step or args.step.startswith("."):
+        raise UsageError(f"--step {args.step!r}: a name, not a path")
+    args.out.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f".parts-{args.step}-", dir=args.out))
+    env = dict(os.environ, **{hook.FOLDER_VARIABLE: str(folder), hook.SCOPE_VARIABLE: args.step})
+    interrupted = ""
+    try:
+        proc = subprocess.Popen(command, env=env)
+    except OSError as e:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise UsageError(f"cannot run {command[0]}: {e.strerror or e}") from None
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait()
+        interrupted = "the command was interrupted"
+    if code < 0:
+        interrupted = f"the command was killed by signal {-code}"
+    commit = mapformat.resolve_commit(args.commit, Path.cwd())
+    record = parts.step_record(folder, args.step, commit, interrupted)
+    out = args.out / f"{args.step}.jsonl"
+    parts.write_jsonl(out, [record])
+    shutil.rmtree(folder, ignore_errors=True)
+    state = "complete" if record["complete"] else f"INCOMPLETE ({record['reason']})"
+    print(f"kernel_symbol_map: recorded {len(record['kernels'])} kernels from {record['processes']} processes "
+          f"into {out}: {state}")
+    if not record["complete"]:
+        warning("an incomplete recording never lets select skip this step's tests")
+    return code if code >= 0 else 128 - code

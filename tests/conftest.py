@@ -11,6 +11,8 @@ import projects
 import toolchains
 from toolchains import DATA, require, run, run_all
 
+pytest_plugins = ["pytester"]  # the recorder's plugin is tested in a pytest run of its own
+
 # Three gencode archs with PTX, as issue 2's matrix asks.
 GENCODE3 = [
     "-gencode=arch=compute_80,code=sm_80",

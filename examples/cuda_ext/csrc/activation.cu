@@ -13,3 +13,13 @@ void silu(float* out, const float* in, int n) {
 }
 
 }  // namespace demo
+
+// For Python (cuda_ext.silu, through ctypes): allocate, launch, synchronise, free.
+extern "C" int cuda_ext_silu(int n) {
+  float* buf = nullptr;
+  if (cudaMalloc(&buf, 2 * n * sizeof(float)) != cudaSuccess) return 1;
+  demo::silu(buf, buf + n, n);
+  cudaError_t err = cudaDeviceSynchronize();
+  cudaFree(buf);
+  return err == cudaSuccess ? 0 : 2;
+}

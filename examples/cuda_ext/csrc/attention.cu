@@ -15,3 +15,13 @@ void attention(float* out, const float* q, int tokens, int head_dim) {
 }
 
 }  // namespace demo
+
+// For Python (cuda_ext.attention, through ctypes).
+extern "C" int cuda_ext_attention(int tokens, int head_dim) {
+  float* buf = nullptr;
+  if (cudaMalloc(&buf, 2 * tokens * head_dim * sizeof(float)) != cudaSuccess) return 1;
+  demo::attention(buf, buf + tokens * head_dim, tokens, head_dim);
+  cudaError_t err = cudaDeviceSynchronize();
+  cudaFree(buf);
+  return err == cudaSuccess ? 0 : 2;
+}

@@ -14,3 +14,13 @@ void reduce(float* out, const float* in, int n) {
   sum_kernel<<<1, 256>>>(out, in, n);
   demo::scale_kernel<double><<<1, 256>>>(nullptr, nullptr, 1.0, 0);
 }
+
+// For Python (cuda_ext.reduce, through ctypes).
+extern "C" int cuda_ext_reduce(int n) {
+  float* buf = nullptr;
+  if (cudaMalloc(&buf, (n + 1) * sizeof(float)) != cudaSuccess) return 1;
+  reduce(buf, buf + 1, n);
+  cudaError_t err = cudaDeviceSynchronize();
+  cudaFree(buf);
+  return err == cudaSuccess ? 0 : 2;
+}

@@ -11,6 +11,8 @@ or when no process was recorded at all.
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,25 @@ def read_parts(folder: Path) -> tuple[list[Part], list[str]]:
     return parts, died
 
 
+def wait_for_stragglers(folder: Path, seconds: float = 10.0) -> None:
+    """Give processes that outlive the command (multiprocessing's resource tracker) time to write their part."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        _, missing = read_parts(folder)
+        if not any(_alive(folder / f"{token}.started") for token in missing):
+            return
+        time.sleep(0.05)
+
+
+def _alive(started: Path) -> bool:
+    try:
+        pid = int(json.loads(started.read_text())["pid"])
+        os.kill(pid, 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return True
+
+
 def _problems(parts: list[Part], died: list[str], interrupted: str) -> list[str]:
     found = [f"process {p.token}: {p.reason}" for p in parts if not p.complete]
     found += [f"process {token} died before writing its part file" for token in died]
@@ -57,6 +78,7 @@ def _problems(parts: list[Part], died: list[str], interrupted: str) -> list[str]
 
 def step_record(folder: Path, step: str, commit: str, interrupted: str = "") -> dict[str, Any]:
     """One record for a whole CI step: every kernel of every recorded process."""
+    wait_for_stragglers(folder)
     parts, died = read_parts(folder)
     problems = _problems(parts, died, interrupted)
     kernels = sorted({k for p in parts for names in p.kernels.values() for k in names})
@@ -76,6 +98,7 @@ def test_records(folder: Path, tests: list[str], commit: str, interrupted: str =
     A kernel attributed to a scope goes to every test of that scope, so a
     fixture that warms a kernel up never hides it from a test that needs it.
     """
+    wait_for_stragglers(folder)
     parts, died = read_parts(folder)
     problems = _problems(parts, died, interrupted)
     found: dict[str, set[str]] = {t: set() for t in tests}

@@ -1,0 +1,200 @@
+"""The recorder without a GPU: the start-up hook in real children, part files, crashes, CUPTI failing to
+start, and the pytest plugin's attribution fed through the function CUPTI's buffer callback calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import timeit
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from kernel_symbol_map.recorder import hook, parts
+from kernel_symbol_map.recorder.process import ProcessRecorder
+
+ROOT = Path(__file__).resolve().parents[1]
+PTH = ROOT / "python" / "kernel_symbol_map_record.pth"
+
+CHILDREN = """
+import multiprocessing as mp, subprocess, sys
+
+def work():
+    pass
+
+if __name__ == "__main__":
+    for method in ("spawn", "fork"):
+        p = mp.get_context(method).Process(target=work)
+        p.start()
+        p.join()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+"""
+
+
+def record(tmp: Path, script: str, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    path = tmp / "script.py"
+    path.write_text(textwrap.dedent(script))
+    proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "record", "--step", "step", "--out",
+                           str(tmp / "rec"), "--commit", "c1", *extra, "--", sys.executable, str(path)],
+                          capture_output=True, text=True, check=False)
+    return proc, json.loads((tmp / "rec" / "step.jsonl").read_text())
+
+
+def test_the_hook_starts_in_spawned_forked_and_subprocess_children(tmp_path: Path) -> None:
+    proc, rec = record(tmp_path, CHILDREN)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    # main, spawn's resource tracker, the spawn child, the fork child, the subprocess: each wrote a part
+    reasons = rec["reason"].split("; ")
+    assert rec["processes"] == len(reasons) >= 4
+    assert all("CUPTI could not start" in r for r in reasons), reasons  # this machine has no driver
+    assert not rec["complete"] and rec["kernels"] == [] and rec["commit"] == "c1"
+    assert not list((tmp_path / "rec").glob(".parts-*"))
+
+
+def test_cupti_failing_to_start_is_an_incomplete_recording_with_its_error(tmp_path: Path) -> None:
+    proc, rec = record(tmp_path, "pass\n")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert rec["processes"] == 1 and not rec["complete"] and rec["kernels"] == []
+    assert "CUPTI could not start" in rec["reason"]
+    assert "INCOMPLETE" in proc.stdout and "never lets select skip" in proc.stderr
+
+
+def test_a_crashed_child_makes_the_recording_incomplete(tmp_path: Path) -> None:
+    crash = """
+    import os, signal, subprocess, sys
+    subprocess.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    """
+    proc, rec = record(tmp_path, crash)
+    assert proc.returncode == 0
+    assert "died before writing its part file" in rec["reason"] and not rec["complete"]
+
+
+def test_the_commands_exit_status_is_kept(tmp_path: Path) -> None:
+    proc, rec = record(tmp_path, "import sys; sys.exit(3)\n")
+    assert proc.returncode == 3 and rec["test"] == "step"
+
+
+def test_a_bad_command_is_a_usage_error(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "record", "--step", "s", "--out", str(tmp_path),
+                           "--", str(tmp_path / "missing")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("ERROR cannot run") and "Traceback" not in proc.stderr
+
+
+def test_the_hook_costs_microseconds_when_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    line = PTH.read_text().strip()
+    assert line.startswith("import ") and "\n" not in line  # site runs an `import` line of a .pth
+    monkeypatch.delenv(hook.FOLDER_VARIABLE, raising=False)
+    code = compile(line, str(PTH), "exec")
+    runs = 100_000
+    seconds = timeit.timeit(lambda: exec(code, {}), number=runs)
+    per_start_us = seconds / runs * 1e6
+    print(f"\n.pth hook, recording off: {per_start_us:.2f} us per interpreter start")
+    assert per_start_us < 20
+    out = subprocess.run([sys.executable, "-c", "import sys; print(any(m.split('.')[0] == 'kernel_symbol_map' for m in sys.modules))"],
+                         capture_output=True, text=True, check=True, env={k: v for k, v in os.environ.items()
+                                                                           if k != hook.FOLDER_VARIABLE})
+    assert out.stdout.strip() == "False"  # nothing of the package is imported at start-up
+
+
+class FakeCupti:
+    """Stands in for CUPTI in the process: a stack of external ids, and activity delivered to ``take``."""
+
+    def __init__(self, take: Any) -> None:
+        self.take = take
+        self.stack: list[int] = []
+        self.correlation = 0
+
+    def start(self) -> None:
+        pass
+
+    def push(self, external_id: int) -> bool:
+        self.stack.append(external_id)
+        return True
+
+    def pop(self) -> None:
+        self.stack.pop()
+
+    def flush(self) -> int:
+        return 0
+
+    def launch(self, name: str) -> None:
+        """What CUPTI would deliver for one launch on this thread, in the order it may arrive."""
+        self.correlation += 1
+        records = [SimpleNamespace(kind="CONCURRENT_KERNEL", name=name, correlation_id=self.correlation)]
+        if self.stack:
+            records.insert(self.correlation % 2, SimpleNamespace(kind="EXTERNAL_CORRELATION", correlation_id=self.correlation,
+                                                                 external_id=self.stack[-1]))
+        self.take(records)
+
+
+def test_part_files_merge_into_one_step_record(tmp_path: Path) -> None:
+    for kernels in (["_Z1av", "_Z1bv"], ["_Z1bv", "_Z1cv"]):
+        r = ProcessRecorder(tmp_path, "step")
+        r._begin(FakeCupti(lambda a, r=r: r.take(a)))
+        for k in kernels:
+            r.backend.launch(k)
+        r.finish()
+    rec = parts.step_record(tmp_path, "step", "c1")
+    assert rec == {"test": "step", "kernels": ["_Z1av", "_Z1bv", "_Z1cv"], "complete": True, "commit": "c1",
+                   "reason": "", "processes": 2}
+
+
+PLUGIN_TESTS = """
+import pytest
+from kernel_symbol_map.recorder.process import ProcessRecorder
+
+def launch(name):
+    ProcessRecorder.current.backend.launch(name)
+
+@pytest.fixture(scope="session")
+def warm():
+    launch("_Z11session_warmv")
+
+@pytest.fixture(scope="module")
+def model():
+    launch("_Z10module_fixv")
+    yield
+    launch("_Z15module_teardownv")
+
+@pytest.fixture
+def buffers():
+    launch("_Z9per_testv")
+
+def test_a(warm, model, buffers):
+    launch("_Z1av")
+
+def test_b(model):
+    launch("_Z1bv")
+
+class TestC:
+    def test_c(self):
+        launch("_Z1cv")
+"""
+
+
+def test_the_plugin_attributes_each_kernel_to_its_tests(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    from kernel_symbol_map.recorder.pytest_plugin import KernelRecorder
+
+    monkeypatch.setattr(KernelRecorder, "backend_factory", FakeCupti)
+    monkeypatch.setattr(ProcessRecorder, "current", None)
+    pytester.makepyfile(test_module=PLUGIN_TESTS, test_other="def test_d():\n    pass\n")
+    out = tmp_path / "rec"
+    result = pytester.runpytest_inprocess("--kernel-record", str(out), "--kernel-record-commit", "c1")
+    result.assert_outcomes(passed=4)
+    found = {r["test"]: r for r in map(json.loads, (out / "pytest.jsonl").read_text().splitlines())}
+    kernels = {t: set(r["kernels"]) for t, r in found.items()}
+    everywhere = {"_Z11session_warmv", "_Z15module_teardownv"}  # session scope; any teardown phase
+    assert kernels == {
+        "test_module.py::test_a": {"_Z1av", "_Z9per_testv", "_Z10module_fixv"} | everywhere,
+        "test_module.py::test_b": {"_Z1bv", "_Z10module_fixv"} | everywhere,
+        "test_module.py::TestC::test_c": {"_Z1cv", "_Z10module_fixv"} | everywhere,
+        "test_other.py::test_d": everywhere,
+    }
+    assert all(r["complete"] and r["commit"] == "c1" for r in found.values())

@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import regex
 
@@ -195,6 +196,17 @@ WHERE n.end IS NOT NULL
 """
 
 
+_OPT_INT = (int, type(None))
+
+
+def _typed(rows: list[tuple[Any, ...]], types: tuple[Any, ...], path: Path) -> list[tuple[Any, ...]]:
+    """SQLite columns hold any type; an export whose values are not what nsys writes is not evidence."""
+    for row in rows:
+        if not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(row, types, strict=True)):
+            raise RecordingError(f"{path}: unexpected values in the export ({row!r:.80})")
+    return rows
+
+
 @dataclass(frozen=True)
 class _Range:
     start: int
@@ -220,8 +232,9 @@ def _nsys(path: Path, commit: str) -> list[Recording]:
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            launches = db.execute(_NSYS_JOIN).fetchall()
-            ranges = [_Range(a, b, text, tid) for a, b, text, tid in db.execute(_NSYS_RANGES).fetchall() if text]
+            launches = _typed(db.execute(_NSYS_JOIN).fetchall(), (str, int, _OPT_INT, _OPT_INT, _OPT_INT), path)
+            rows = _typed(db.execute(_NSYS_RANGES).fetchall(), (int, int, (str, type(None)), _OPT_INT), path)
+            ranges = [_Range(a, b, text, tid) for a, b, text, tid in rows if text]
         finally:
             db.close()
     except sqlite3.Error as e:

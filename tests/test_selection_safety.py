@@ -373,3 +373,42 @@ def test_corrupt_map_and_truncated_recording_run_everything(built: Built, tmp_pa
     proc = ksm("select", "--map", str(built.map), "--recordings", str(cut), "--changed", "csrc/a2.cu")
     assert proc.returncode == 0 and "not JSON" in proc.stderr
     assert proc.stdout.startswith("FALLBACK recording-unreadable:") and "SKIP" not in proc.stdout
+
+
+# Several maps: a second --map never replaces the first, and merge fails closed
+
+
+def test_a_map_without_evidence_beside_a_good_one_runs_everything(built: Built, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.json.gz"
+    doc = json.loads(gzip.decompress(built.map.read_bytes()))
+    doc.update(incomplete=True, objects=[], reason="1 objects unreadable")
+    empty.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    rec = recorded(tmp_path, built.commit, everyone(built))
+    for maps in ([empty, built.map], [built.map, empty]):
+        args = [a for m in maps for a in ("--map", str(m))]
+        result = select(*args, "--recordings", str(rec), "--changed", "csrc/a2.cu")
+        assert result["fallback"] == "map-incomplete" and ran(result) == set(everyone(built))
+
+
+def test_merge_of_shards_is_the_whole_map_and_fails_closed(built: Built, tmp_path: Path) -> None:
+    shards = []
+    for target in ("ka", "kb"):
+        shards.append(tmp_path / f"{target}.json.gz")
+        assert ksm("build", "--build-dir", str(built.build), "--out", str(shards[-1]), "--targets", target,
+                   "--commit", built.commit, "--no-cache").returncode == 0
+    merged = tmp_path / "merged.json.gz"
+    proc = ksm("merge", str(merged), *map(str, shards))
+    assert proc.returncode == 0, proc.stderr
+    whole, doc = (json.loads(gzip.decompress(p.read_bytes())) for p in (built.map, merged))
+    assert doc["objects"] == whole["objects"] and "only_targets" not in doc and not doc["incomplete"]
+    assert ksm("validate", str(merged)).returncode == 0
+    bad = json.loads(gzip.decompress(shards[1].read_bytes()))
+    bad.update(incomplete=True, objects=[], reason="1 objects unreadable")
+    shards[1].write_bytes(gzip.compress(json.dumps(bad).encode()))
+    assert ksm("merge", str(merged), *map(str, shards)).returncode == 0
+    doc = json.loads(gzip.decompress(merged.read_bytes()))
+    assert doc["incomplete"] and doc["objects"] == [] and "1 objects unreadable" in doc["reason"]
+    other = json.loads(gzip.decompress(shards[0].read_bytes()))
+    shards[1].write_bytes(gzip.compress(json.dumps(dict(other, commit="other")).encode()))
+    assert ksm("merge", str(merged), *map(str, shards)).returncode == 0
+    assert "not one" in json.loads(gzip.decompress(merged.read_bytes()))["reason"]

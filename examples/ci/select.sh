@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Test selection with kernel-symbol-map in any CI, as shell steps.
+#
+#   on main:          examples/ci/select.sh record  EVIDENCE_DIR
+#   on a pull request: examples/ci/select.sh select EVIDENCE_DIR origin/main
+#
+# EVIDENCE_DIR is wherever your CI keeps artifacts of the main branch's last run.
+set -euo pipefail
+mode=$1 evidence=$2
+
+pip install 'kernel-symbol-map[record]'
+pip wheel . -w dist --no-deps          # the CMake package writes the map into the wheel
+pip install dist/*.whl
+
+case "$mode" in
+  record)
+    mkdir -p "$evidence"
+    cp dist/*.whl "$evidence/"
+    # One record per test; a whole CI step (any command, its Python children too) would be:
+    #   kernel-symbol-map record --step unit --out "$evidence/recordings" -- pytest tests/
+    pytest tests/ --kernel-record "$evidence/recordings"
+    ;;
+  select)
+    base=$3
+    # Missing or unreadable evidence is never an error: select then runs everything, and says why.
+    kernel-symbol-map select --map "$evidence"/*.whl --recordings "$evidence"/recordings/*.jsonl \
+      --diff "$base" --json > selection.json || true
+    # Run every test except those in "skip".
+    mapfile -t deselect < <(python -c 'import json; [print(f"--deselect={t}") for t in json.load(open("selection.json")).get("skip", [])]')
+    pytest tests/ "${deselect[@]}"
+    ;;
+  *)
+    echo "usage: $0 record|select EVIDENCE_DIR [BASE]" >&2
+    exit 2
+    ;;
+esac

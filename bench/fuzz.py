@@ -148,6 +148,7 @@ def make_seeds() -> None:
         bare = ["-x", "hip", "-nogpulib", "-nogpuinc", "-c", "h_bare.hip", "--offload-arch=gfx90a"]
         subprocess.run([clang, *bare, "-o", str(objects / "hip.o")], cwd=DATA, check=True)
         subprocess.run([clang, *bare, "--offload-compress", "-o", str(objects / "hip_zstd.o")], cwd=DATA, check=True)
+        subprocess.run([clang, *bare, "-fgpu-rdc", "-o", str(objects / "hip_rdc.o")], cwd=DATA, check=True)
     doc = {"version": 1, "commit": "c", "cuda": "13.0", "generated_at": "", "build_dirs": ["build"],
            "incomplete": False, "errors": [], "stats": {},
            "objects": [{"source": "csrc/a.cu", "target": "t", "object": "a.o", "device": True,

@@ -31,9 +31,25 @@ def test_linked_library_holds_both_translation_units(hip_corpus: dict[str, Path]
 
 
 @pytest.mark.parametrize("case", ["clang_rdc.o", "clang_new_driver_rdc.o"])
-def test_bitcode_only_is_an_error(hip_corpus: dict[str, Path], case: str) -> None:
+def test_rdc_bitcode_names_its_kernels(hip_corpus: dict[str, Path], case: str) -> None:
+    """-fgpu-rdc: the kernels the module defines, from its bitcode, before any device link."""
     r = read_kernels(hip_corpus[case])
-    assert r.error is not None and "no kernels can be listed before device link" in r.error
+    assert r.error is None, r.error
+    assert {a: set(s) for a, s in r.kernels.items()} == {a: KERNELS for a in TWO_ARCHS}
+
+
+def test_rdc_bitcode_agrees_with_llvm_dis(hip_corpus: dict[str, Path], tmp_path: Path) -> None:
+    """An independent reference: the `define ... amdgpu_kernel` functions llvm-dis prints."""
+    bin_dir = Path(shutil.which("clang-19") or "").resolve().parent
+    section = "__CLANG_OFFLOAD_BUNDLE__hip-amdgcn-amd-amdhsa--gfx90a"
+    bc = tmp_path / "gfx90a.bc"
+    subprocess.run(["objcopy", f"--dump-section={section}={bc}", str(hip_corpus["clang_rdc.o"]), str(tmp_path / "x.o")],
+                   check=True)
+    text = subprocess.run([str(bin_dir / "llvm-dis"), "-o", "-", str(bc)], capture_output=True, text=True,
+                          check=True).stdout
+    reference = {line.split("@", 1)[1].split("(", 1)[0].strip('"') for line in text.splitlines()
+                 if line.startswith("define ") and "amdgpu_kernel" in line}
+    assert set(read_kernels(hip_corpus["clang_rdc.o"]).kernels["gfx90a"]) == reference == KERNELS
 
 
 def test_llvm_offloading_code_object(hip_corpus: dict[str, Path]) -> None:

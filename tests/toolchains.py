@@ -76,3 +76,30 @@ def run(command: list[str], cwd: Path | None = None, env: dict[str, str] | None 
 def run_all(commands: list[list[str]], cwd: Path, env: dict[str, str] | None = None) -> None:
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         list(pool.map(lambda c: run(c, cwd, env), commands))
+
+
+# CMake's HIP language with Debian's ROCm 5.2 packages (../shared/reference/facts.md, "CMake's HIP
+# language"): clang-15 from the hipcc package, the AMD platform forced (this machine has nvcc, so
+# hipconfig says "nvidia"), and on CMake 3.25 a fake ROCm root holding only hip-lang's package.
+HIP_ARCHS = "gfx90a;gfx1030"
+HIP_DEVICE_LIBS = "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode"
+HIP_LANG_PACKAGE = "/usr/lib/x86_64-linux-gnu/cmake/hip-lang"
+
+
+def hip_cmake_args(cmake_label: str, scratch: Path) -> list[str]:
+    """-D flags that configure CMake's HIP language here; ``scratch`` holds CMake 3.25's fake ROCm root."""
+    clang = require(shutil.which("clang++-15"), "clang++-15 (Debian package hipcc)")
+    args = [f"-DCMAKE_HIP_COMPILER={clang}", f"-DCMAKE_HIP_ARCHITECTURES={HIP_ARCHS}",
+            f"-DCMAKE_HIP_FLAGS=--rocm-path=/usr --rocm-device-lib-path={HIP_DEVICE_LIBS}"]
+    if cmake_label == "3.25":
+        root = scratch / "fake-rocm"
+        (root / "lib" / "cmake").mkdir(parents=True, exist_ok=True)
+        link = root / "lib" / "cmake" / "hip-lang"
+        if not link.exists():
+            link.symlink_to(HIP_LANG_PACKAGE, target_is_directory=True)
+        comgr = "/usr/lib/x86_64-linux-gnu/cmake/amd_comgr"
+        args += [f"-DCMAKE_HIP_COMPILER_ROCM_ROOT={root}", f"-Damd_comgr_DIR={comgr}",
+                 "-DCMAKE_TRY_COMPILE_PLATFORM_VARIABLES=amd_comgr_DIR"]
+    else:
+        args.append("-DCMAKE_HIP_PLATFORM=amd")
+    return args

@@ -43,6 +43,7 @@ class GeneratedObject:
     source: Path
     language: str
     depfile: Path | None = None
+    scanned: Path | None = None
 
 
 def decode_rule_name(encoded: str) -> str:
@@ -94,7 +95,7 @@ def from_makefiles(build_dir: Path) -> list[GeneratedObject]:
             raise BuildTreeError(f"{makefile2}: no target is built in {directory}")
         languages = _make_languages(directory / "build.make", build_dir)
         for o in objects:
-            found.append(GeneratedObject(name, o.object, o.source, languages.get(o.object, ""), o.depfile))
+            found.append(GeneratedObject(name, o.object, o.source, languages.get(o.object, ""), o.depfile, o.scanned))
     if not found:
         raise BuildTreeError(f"{listed}: no target compiles any object")
     return found

@@ -1,7 +1,11 @@
-"""Makefile-syntax depfiles (``*.o.d``) as the compilers write them for CMake's Makefile generator.
+"""Header deps under CMake's Makefile generator: the compilers' depfiles, and CMake's own scan.
 
-Hand-written: the syntax is small (continuations, ``\\ `` for spaces, ``$$``)
-and no maintained library parses it.
+Depfiles (``*.o.d``) are Makefile syntax, as the compilers write them.
+Languages whose compiler writes none (HIP, as CMake drives clang) are
+scanned by CMake itself into ``depend.internal`` beside the target's
+objects: an object path, then one indented dependency per line, project
+headers only. Hand-written: both syntaxes are small and no maintained
+library parses them.
 """
 
 from __future__ import annotations
@@ -69,3 +73,27 @@ def read_depfile(path: Path, target: str) -> list[str]:
         if Path(first).name == Path(target).name:
             return rules[first]
     raise BuildTreeError(f"{path}: no rule for {target}")
+
+
+def read_cmake_scan(path: Path, target: str) -> list[str]:
+    """Dependencies of ``target`` in CMake's ``depend.internal`` at ``path``."""
+    try:
+        lines = path.read_text(errors="surrogateescape").splitlines()
+    except FileNotFoundError:
+        raise BuildTreeError(f"{path}: CMake's dependency scan is missing (not built yet?)") from None
+    except OSError as e:
+        raise BuildTreeError(f"{path}: {e.strerror or e}") from None
+    found: list[str] | None = None
+    for line in lines:
+        if not line or line.startswith("#"):
+            continue
+        if not line.startswith(" "):
+            if found is not None:
+                break
+            if line == target:
+                found = []
+        elif found is not None:
+            found.append(line[1:])
+    if found is None:
+        raise BuildTreeError(f"{path}: no dependencies scanned for {target}")
+    return found

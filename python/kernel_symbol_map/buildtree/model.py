@@ -24,7 +24,7 @@ from .._statefile import memoised
 from .._version import __version__
 from . import compdb, dependinfo, fileapi, generatorfiles, pairing
 from ..errors import BuildTreeError
-from .makedeps import read_depfile
+from .makedeps import read_cmake_scan, read_depfile
 from .ninjadeps import NinjaDeps, stale
 
 _CUDA_VERSION = regex.compile(r'set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)')
@@ -40,6 +40,7 @@ class TreeObject:
     deps: tuple[str, ...] = ()  # absolute, normalised
     error: str | None = None
     device_link: bool = False
+    scanned: bool = False  # deps from CMake's own scan (project headers only), not the compiler
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class _Pair:
     source: Path
     object: Path
     depfile: Path | None = None
+    scanned: Path | None = None  # CMake's depend.internal, when the compiler writes no depfile
 
 
 def _language(path: Path) -> str:
@@ -122,7 +124,8 @@ def load(
                 continue
             found, error = deps(item)
             language = languages.get(item.source) or _language(item.source)
-            built.append(TreeObject(target, item.object, item.source, language, found, error))
+            built.append(TreeObject(target, item.object, item.source, language, found, error,
+                                    scanned=item.depfile is None and item.scanned is not None))
         objects += built
     objects += _device_links(build_dir, generator, built_by)
 
@@ -137,11 +140,17 @@ def load(
         cuda_version=".".join(cuda.split(".")[:2]),  # "13.0", as the seed wrote
         objects=tuple(sorted(objects, key=lambda o: (o.target, str(o.object)))),
         pairing=how,
-        deps_from="ninja_deps" if "Ninja" in generator else "depfiles",
+        deps_from=_deps_from(generator, objects),
         notes=tuple(notes),
         inputs=inputs,
         compiling_targets=compiling,
     )
+
+
+def _deps_from(generator: str, objects: list[TreeObject]) -> str:
+    if "Ninja" in generator:
+        return "ninja_deps"
+    return "depfiles+cmake-scan" if any(o.scanned for o in objects) else "depfiles"
 
 
 def _inputs(build_dir: Path, objects: list[TreeObject], pairs: list[_Pair]) -> tuple[str, ...]:
@@ -156,6 +165,7 @@ def _inputs(build_dir: Path, objects: list[TreeObject], pairs: list[_Pair]) -> t
     groups = {pairing.group_dir(o.object) for o in objects}
     per_group = [g / name for g in groups for name in ("DependInfo.cmake", "build.make")]
     depfiles = [p.depfile for p in pairs if p.depfile is not None]
+    depfiles += sorted({p.scanned for p in pairs if p.depfile is None and p.scanned is not None})
     return tuple(str(p) for p in [*fixed, *lists, *per_group, *depfiles, *(o.object for o in objects)])
 
 
@@ -238,7 +248,7 @@ def _generated(
         raise BuildTreeError(f"{build_dir}: no current file-API reply, and {e}; {how_to_fix}") from None
     pairs = []
     for g in found:
-        pair = _Pair(g.source, g.object, g.depfile)
+        pair = _Pair(g.source, g.object, g.depfile, g.scanned)
         pairs.append(pair)
         members[g.target].append(pair)
         if g.language:
@@ -271,7 +281,7 @@ def _pairs(
         for info in dependinfo.dependinfo_files(build_dir):
             found = dependinfo.read_dependinfo(info, build_dir)
             groups[pairing.group_dir(info)] = {m.source for m in found}
-            pairs += [_Pair(m.source, m.object, m.depfile) for m in found]
+            pairs += [_Pair(m.source, m.object, m.depfile, m.scanned) for m in found]
         return pairs, groups, "DependInfo"
     raise BuildTreeError(f"{build_dir}: generator {generator!r} is not supported (use Ninja or Unix Makefiles)")
 
@@ -309,11 +319,16 @@ def _deps_reader(build_dir: Path, generator: str) -> Callable[[_Pair], tuple[tup
         return ninja
 
     def depfile(pair: _Pair) -> tuple[tuple[str, ...], str | None]:
-        assert pair.depfile is not None
         if not pair.object.exists():
             return (), "object is missing"
+        rel = os.path.relpath(pair.object, build_dir)
         try:
-            listed = read_depfile(pair.depfile, os.path.relpath(pair.object, build_dir))
+            if pair.depfile is not None:
+                listed = read_depfile(pair.depfile, rel)
+            elif pair.scanned is not None:
+                listed = read_cmake_scan(pair.scanned, rel)
+            else:
+                return (), "no depfile and no CMake dependency scan for this object"
         except BuildTreeError as e:
             return (), str(e)
         base = str(build_dir)

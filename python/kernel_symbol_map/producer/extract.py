@@ -83,6 +83,8 @@ def _entry(
     }
     if obj.device_link:
         entry["device_link"] = True
+    if obj.scanned:  # CMake's own scan: project headers only, no system or toolkit headers
+        entry["deps_from"] = "cmake-scan"
     error = obj.error or (result.error if result else None)
     if error:
         entry["error"] = error
@@ -139,6 +141,10 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         "deps_from": ", ".join(sorted({t.deps_from for t in trees})),
     }
     notes = [n for t in trees for n in t.notes]
+    scanned = sum(1 for t in trees for o in t.objects if o.scanned)
+    if scanned:
+        notes.append(f"{scanned} objects have deps from CMake's own scan (depend.internal, Unix Makefiles): "
+                     "project headers only")
     if notes:
         document["notes"] = notes
     if options.targets:  # a subset: a consumer may clear tests only with maps that cover every target

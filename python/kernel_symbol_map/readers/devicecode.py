@@ -13,7 +13,9 @@ Which code counts, per input (see ``../shared/reference/facts.md``):
   ``.llvm.offloading`` for clang's new offload driver.
 * Final code (cubins, AMDGPU code objects) gives the kernels. PTX ``.entry``
   names are used only when an input has PTX but no final code.
-* An input with only LTO-IR or bitcode is an error: its kernels cannot be
+* AMDGPU bitcode (``-fgpu-rdc``) names its kernels exactly: defined
+  functions with the ``amdgpu_kernel`` calling convention (:mod:`.bitcode`).
+* Any other input with only LTO-IR or bitcode is an error: its kernels cannot be
   listed before the device link, and unknown is not kernel-free.
 """
 
@@ -26,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import archive, cuda, fatbin, hip, offloading
+from . import archive, bitcode, cuda, fatbin, hip, offloading
 from ._blob import Blob, OpenFile
 from .elf import EM_AMDGPU, EM_CUDA, ElfFile, is_elf
 from ..errors import FormatError
@@ -180,7 +182,7 @@ def _from_elf(blob: Blob, code: _DeviceCode) -> None:
         elif section.name.startswith(HIP_BUNDLE_SECTION_PREFIX):
             entry_id = section.name[len(HIP_BUNDLE_SECTION_PREFIX) :]
             if not entry_id.startswith("host-"):
-                _from_hip_image(elf.window(section), entry_id.rpartition("--")[2], code)
+                _from_hip_image(elf.window(section), hip.target_id(entry_id), code)
         elif section.name == OFFLOADING_SECTION:
             _from_offloading(elf.window(section), code)
 
@@ -215,7 +217,9 @@ def _from_bundles(blob: Blob, code: _DeviceCode) -> None:
 
 
 def _from_hip_image(blob: Blob, arch: str, code: _DeviceCode) -> None:
-    if hip.is_bitcode(blob):
+    if blob.startswith(bitcode.MAGIC):  # -fgpu-rdc: the module still names its kernels exactly
+        code.final[arch].update(bitcode.amdgpu_kernels(blob))
+    elif hip.is_bitcode(blob):
         code.unlinked.add(arch)
     elif is_elf(blob):
         code.final[arch].update(hip.code_object_kernels(blob))
@@ -226,7 +230,9 @@ def _from_hip_image(blob: Blob, arch: str, code: _DeviceCode) -> None:
 def _from_offloading(blob: Blob, code: _DeviceCode) -> None:
     kinds = offloading.ImageKind
     for image in offloading.iter_images(blob):
-        if image.kind is kinds.BITCODE:
+        if image.kind is kinds.BITCODE and image.strings.get("triple", "").startswith("amdgcn"):
+            code.final[image.arch].update(bitcode.amdgpu_kernels(image.blob))
+        elif image.kind is kinds.BITCODE:
             code.unlinked.add(image.arch)
         elif image.kind is kinds.PTX:
             text = image.blob.read(0, image.blob.size, "PTX image")

@@ -10,6 +10,8 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import regex
+
 from . import _decompress
 from ._blob import Blob
 from ._decompress import DecompressError
@@ -79,9 +81,25 @@ def iter_entries(bundle: Blob) -> Iterator[BundleEntryInfo]:
         except UnicodeDecodeError:
             raise bundle.error(f"bundle entry {i} id is not ASCII", at) from None
         kind = entry_id.partition("-")[0]
-        arch = entry_id.rpartition("--")[2] if "--" in entry_id else ""
+        arch = target_id(entry_id)
         window = bundle.window(offset, size, f"bundle entry {entry_id}")
         yield BundleEntryInfo(entry_id, kind, arch, offset, size, window)
+
+
+_AMDGCN_ENTRY = regex.compile(r"^\w+-amdgcn-amd-amdhsa--?(.+)$")
+
+
+def target_id(entry_id: str) -> str:
+    """``gfx90a`` (with any ``:feature+``) from a bundle entry id.
+
+    clang-19 writes ``hip-amdgcn-amd-amdhsa--gfx90a`` (an empty environment),
+    clang-15 ``hip-amdgcn-amd-amdhsa-gfx90a``; other triples keep what
+    follows their ``--``.
+    """
+    m = _AMDGCN_ENTRY.match(entry_id)
+    if m:
+        return m.group(1)
+    return entry_id.rpartition("--")[2] if "--" in entry_id else ""
 
 
 def is_bitcode(blob: Blob) -> bool:

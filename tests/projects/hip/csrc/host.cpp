@@ -1,0 +1,1 @@
+int hk_version() { return 1; }

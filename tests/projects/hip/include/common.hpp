@@ -1,0 +1,5 @@
+#pragma once
+#include <hip/hip_runtime.h>
+
+template <typename T>
+__global__ void scale_kernel(T* x, T factor) { x[threadIdx.x] *= factor; }

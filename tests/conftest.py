@@ -159,3 +159,17 @@ def kernel_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, project
         b = projects.configure_and_build("kernels", where, cmakes[label], generator, *extra)
         builds[b.id] = b
     return builds
+
+
+@pytest.fixture(scope="session")
+def hip_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, projects.Build]:
+    """tests/projects/hip with CMake's HIP language (clang-15, gfx90a and gfx1030), per configuration."""
+    cmakes = {c.label: c for c in projects.cmakes()}
+    require("3.25" in cmakes and "newest" in cmakes and "x", "system CMake 3.25 and PyPI's cmake")
+    builds = {}
+    for label, generator, extra in _build_configs():
+        where = tmp_path_factory.mktemp(f"hip-{label}-{generator.split()[0].lower()}")
+        hip = toolchains.hip_cmake_args(label, where)
+        b = projects.configure_and_build("hip", where, cmakes[label], generator, *extra, *hip)
+        builds[b.id] = b
+    return builds

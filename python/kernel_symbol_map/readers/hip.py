@@ -123,8 +123,13 @@ def code_object_kernels(blob: Blob) -> frozenset[str]:
 
 
 def _plain_size(bundle: Blob) -> int:
-    """A plain bundle ends where its last entry's payload ends."""
-    return max((e.offset + e.size for e in iter_entries(bundle)), default=len(BUNDLE_MAGIC))
+    """A plain bundle ends where its last entry's payload ends, and never before its own header.
+
+    (Entries of size 0 at offset 0 once made a section of such bundles loop forever: bench/fuzz.py.)
+    """
+    entries = list(iter_entries(bundle))
+    header = len(BUNDLE_MAGIC) + BundleCount.size + sum(BundleEntry.size + len(e.id) for e in entries)
+    return max([header, *(e.offset + e.size for e in entries)])
 
 
 def _decompress(blob: Blob) -> tuple[Blob, int]:

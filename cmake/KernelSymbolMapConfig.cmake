@@ -23,6 +23,7 @@ setuptools-driven and plain CMake builds; or through ``KernelSymbolMap_DIR``.
       [OUTPUT <file>]                # default: ${CMAKE_BINARY_DIR}/kernel_symbol_map.json.gz
       [INSTALL_DESTINATION <dir>]    # default: the scikit-build-core package, else share/kernel_symbol_map
       [COMPONENT <name>...]          # install components (vLLM-style setup.py flows)
+      [SOURCE_MIRRORS <copy> <original>...]  # hipified copies -> the sources people edit
       [STRICT])                      # fail the build when the map is not complete
 
   Adds the target ``kernel_symbol_map`` (in ``ALL``), which depends on the
@@ -129,13 +130,25 @@ function(kernel_symbol_map)
   cmake_parse_arguments(PARSE_ARGV 0 ARG
     "STRICT"                          # options
     "OUTPUT;INSTALL_DESTINATION"      # one value each
-    "TARGETS;COMPONENT")              # lists: the targets to map; install components
+    "TARGETS;COMPONENT;SOURCE_MIRRORS")  # lists: targets to map; install components; copy/original pairs
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "kernel_symbol_map(): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
   if(ARG_KEYWORDS_MISSING_VALUES)
     message(FATAL_ERROR "kernel_symbol_map(): ${ARG_KEYWORDS_MISSING_VALUES} needs a value")
   endif()
+  list(LENGTH ARG_SOURCE_MIRRORS mirror_items)
+  math(EXPR odd "${mirror_items} % 2")
+  if(odd)
+    message(FATAL_ERROR "kernel_symbol_map(): SOURCE_MIRRORS takes pairs: <copy-dir> <original-dir> ...")
+  endif()
+  set(mirror_args "")
+  while(ARG_SOURCE_MIRRORS)
+    list(POP_FRONT ARG_SOURCE_MIRRORS copy original)
+    get_filename_component(copy "${copy}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
+    get_filename_component(original "${original}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    list(APPEND mirror_args "--mirror=${copy}=${original}")
+  endwhile()
   get_property(called GLOBAL PROPERTY _KERNEL_SYMBOL_MAP_CALLED)
   if(called)
     message(FATAL_ERROR "kernel_symbol_map(): called twice; call it once and list every target in TARGETS")
@@ -207,10 +220,10 @@ endif()" COMPONENT "${component}")
   # Targets may be defined after this call: finish at the end of the top-level directory.
   cmake_language(EVAL CODE "
     cmake_language(DEFER DIRECTORY [[${CMAKE_SOURCE_DIR}]] CALL _kernel_symbol_map_finish
-      [[${python}]] [[${ARG_OUTPUT}]] [[${ARG_STRICT}]] [[${ARG_TARGETS}]])")
+      [[${python}]] [[${ARG_OUTPUT}]] [[${ARG_STRICT}]] [[${ARG_TARGETS}]] [[${mirror_args}]])")
 endfunction()
 
-function(_kernel_symbol_map_finish python output strict targets)
+function(_kernel_symbol_map_finish python output strict targets mirror_args)
   if(targets)
     foreach(tgt IN LISTS targets)
       if(NOT TARGET "${tgt}")
@@ -247,7 +260,7 @@ function(_kernel_symbol_map_finish python output strict targets)
   _kernel_symbol_map_python_env(python_env)
   set(command "${CMAKE_COMMAND}" -E env ${python_env} KERNEL_SYMBOL_MAP_INSIDE_BUILD=1
     "${python}" -m kernel_symbol_map build --build-dir "${CMAKE_BINARY_DIR}"
-    --source-root "${CMAKE_SOURCE_DIR}" --out "${output}" ${strict_flag})
+    --source-root "${CMAKE_SOURCE_DIR}" --out "${output}" ${strict_flag} ${mirror_args})
   if(targets)
     list(APPEND command --targets ${targets})
   endif()

@@ -240,3 +240,46 @@ def test_top_level_include_through_pip_wheel(tmp_path: Path) -> None:
         doc = json.loads(gzip.decompress(z.read("plain_ext/kernel_symbol_map.json.gz")))
     assert "reason" not in doc
     assert {o["source"]: (o["target"], set(o["symbols"])) for o in doc["objects"]} == PLAIN_KERNELS
+
+
+# ROCm: the same example, hipified into the build tree (-DCUDA_EXT_GPU=ROCM), mapped to the original .cu files.
+
+
+def _rocm_defines(tmp: Path) -> list[str]:
+    """CMake's HIP language here, whichever CMake builds (3.25 ignores the platform, 4.x the fake root)."""
+    return [*toolchains.hip_cmake_args("3.25", tmp), "-DCMAKE_HIP_PLATFORM=amd", "-DCUDA_EXT_GPU=ROCM"]
+
+
+def assert_rocm_example_map(doc: dict[str, Any]) -> None:
+    assert_example_map(doc)  # the same kernels, on the same original sources
+    assert doc["backend"] == "rocm"
+    for o in doc["objects"]:
+        assert o["compiled_from"].endswith("hipified/" + o["source"].replace(".cu", ".hip"))
+        assert all("common_hip.cuh" not in d for d in o["deps"])
+    assert {"csrc/common.cuh"} <= {d for o in doc["objects"] for d in o["deps"]}
+    assert any("hip_compat.h" in n and "no original" in n for n in doc["notes"])
+
+
+def test_rocm_example_maps_the_sources_people_edit(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    _configure(EXAMPLE, build, str(cmakes()[-1].cmake), "Ninja", *_rocm_defines(tmp_path),
+               ninja=str(cmakes()[-1].ninja))
+    run([cmakes()[-1].cmake, "--build", build])
+    map_file = build / "kernel_symbol_map.json.gz"
+    assert_rocm_example_map(json.loads(gzip.decompress(map_file.read_bytes())))
+    recs = tmp_path / "r.jsonl"
+    recs.write_text("".join(json.dumps({"test": t, "kernels": sorted(k), "complete": True}) + "\n" for t, k in {
+        "test_silu": {"_ZN4demo11silu_kernelEPfPKfi"}, "test_reduce": {"sum_kernel"}}.items()))
+    commit = json.loads(gzip.decompress(map_file.read_bytes()))["commit"]
+    assert commit  # the example is in this repository: git knows its commit
+    select = [sys.executable, "-m", "kernel_symbol_map", "select", "--map", map_file, "--recordings", recs,
+              "--recordings-commit", commit, "--json"]
+    chosen = json.loads(run([*select, "--changed", "csrc/activation.cu"]).stdout)
+    assert chosen["fallback"] is None and chosen["run"] == ["test_silu"] and chosen["skip"] == ["test_reduce"]
+    copy_only = json.loads(run([*select, "--changed", "csrc/common_hip.cuh"]).stdout)  # only the copy has it
+    assert copy_only["fallback"] == "file-not-in-map" and len(copy_only["run"]) == 2
+
+
+def test_rocm_example_wheel(our_wheel: Path, clean_pip: Path, tmp_path: Path) -> None:
+    defines = [a for d in _rocm_defines(tmp_path) for a in ("-C", "cmake.define." + d[2:])]
+    assert_rocm_example_map(_example_wheel(clean_pip, our_wheel, tmp_path, *defines))

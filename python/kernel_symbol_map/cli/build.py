@@ -13,11 +13,15 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import mapformat
 from .._version import __version__
 from ..producer import cache
 from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, tip
+
+if TYPE_CHECKING:
+    from ..producer.mirrors import Mirror
 
 DEFAULT_OUT = "kernel_symbol_map.json.gz"
 INSIDE_BUILD_ENV = "KERNEL_SYMBOL_MAP_INSIDE_BUILD"  # set by the CMake package's command
@@ -47,6 +51,9 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="read objects in N processes (default 1: measured fastest on 2 cores)")
     p.add_argument("--no-cache", action="store_true", help="read every object again; ignore and keep no cache")
     p.add_argument("--strict", action="store_true", help="exit 1 when the map is not complete")
+    p.add_argument("--mirror", action="append", default=[], metavar="COPY=ORIGINAL",
+                   help="sources compiled from a (hipified) copy under COPY are mapped to their originals "
+                   "under ORIGINAL (repeatable; vLLM-style ROCm builds)")
     p.add_argument("--reconfigure", action="store_true",
                    help="re-run the project's CMake configure when no file-API reply is current (by default "
                    "build never runs it: targets then come from build.ninja or the Makefiles)")
@@ -79,8 +86,10 @@ def run(args: argparse.Namespace) -> int:
     out = (args.out or (build_dirs[0] / DEFAULT_OUT if build_dirs else Path(DEFAULT_OUT))).resolve()
     root = args.source_root.resolve() if args.source_root else None
     commit = mapformat.resolve_commit(args.commit, root or (build_dirs[0] if build_dirs else Path.cwd()))
+    mirrors = _mirrors(args.mirror)
     fingerprint_options = {
         "build_dirs": [str(b) for b in build_dirs], "source_root": str(root), "targets": args.targets,
+        "mirrors": [[m.copy, m.original] for m in mirrors],
         "backend": args.backend, "commit": commit, "epoch": os.environ.get("SOURCE_DATE_EPOCH", ""),
     }
     tool = f"{__version__}/{args.backend}"
@@ -90,10 +99,19 @@ def run(args: argparse.Namespace) -> int:
         if last is not None:
             _summary(out, out.stat().st_size, last["stats"], last.get("reason"), " (up to date)")
             return EXIT_INPUT if args.strict and last.get("reason") else EXIT_OK
-    return _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use_cache)
+    return _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use_cache, mirrors)
 
 
-def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use_cache) -> int:  # noqa: ANN001
+def _mirrors(specs: list[str]) -> tuple[Mirror, ...]:
+    from ..producer.mirrors import parse
+
+    try:
+        return tuple(parse(spec, Path.cwd()) for spec in specs)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use_cache, mirrors) -> int:  # noqa: ANN001
     from ..producer.extract import Options, build_map
 
     reader = {}
@@ -104,7 +122,7 @@ def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use
     options = Options(
         build_dirs=tuple(build_dirs), out=out, source_root=root, targets=tuple(args.targets), backend=args.backend,
         commit=commit, inside_build=args.inside_build, reconfigure=args.reconfigure, use_cache=use_cache,
-        jobs=max(1, args.jobs or 1), **reader,
+        jobs=max(1, args.jobs or 1), mirrors=mirrors, **reader,
     )
     log = lambda m: print(f"kernel_symbol_map: {m}", flush=True)  # noqa: E731
     extraction = None

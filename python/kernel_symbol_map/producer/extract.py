@@ -18,6 +18,7 @@ from ..buildtree.model import load as load_tree
 from ..errors import BuildTreeError
 from ..readers.devicecode import Result, read_kernels
 from .cache import ObjectCache
+from .mirrors import Mirror, Mirrors
 
 DEVICE_LANGUAGES = ("CUDA", "HIP")
 
@@ -33,6 +34,7 @@ class Options:
     commit: str | None = None
     inside_build: bool = False
     reconfigure: bool = False  # opt-in: re-run the project's configure to answer the file-API query
+    mirrors: tuple[Mirror, ...] = ()  # hipified copies -> the originals people edit
     use_cache: bool = True
     jobs: int = 1  # >1: a process pool (bench/bench_parallel.py: serial wins on 2 cores)
 
@@ -69,18 +71,20 @@ def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options) 
 
 
 def _entry(
-    obj: TreeObject, result: Result | None, tree: BuildTree, relative: Callable[[str], str]
+    obj: TreeObject, result: Result | None, tree: BuildTree, relative: Callable[[str], str], mirrors: Mirrors
 ) -> dict[str, Any]:
-    source = obj.source if obj.source is not None else obj.object
+    source, copy = mirrors.resolve(str(obj.source if obj.source is not None else obj.object))
     entry: dict[str, Any] = {
-        "source": relative(str(source)),
+        "source": relative(source),
         "target": obj.target,
         "object": mapformat.relpath(obj.object, tree.build_dir),
         "device": obj.language in DEVICE_LANGUAGES or bool(result and result.device),
         "symbols": list(result.symbols) if result else [],
-        "deps": sorted({relative(d) for d in obj.deps}),
+        "deps": sorted({relative(mirrors.resolve(d)[0]) for d in obj.deps}),
         "archs": list(result.archs) if result else [],
     }
+    if copy is not None:  # compiled from a hipified copy: the map names the original, and keeps the copy
+        entry["compiled_from"] = relative(copy)
     if obj.device_link:
         entry["device_link"] = True
     if obj.scanned:  # CMake's own scan: project headers only, no system or toolkit headers
@@ -115,9 +119,10 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         [(o.object, caches.get(t.build_dir)) for t in trees for o in t.objects if not o.error], options
     )
     objects = []
+    mirrors = Mirrors(options.mirrors)
     for tree in trees:
         for obj in tree.objects:
-            objects.append(_entry(obj, results.get(obj.object), tree, relative))
+            objects.append(_entry(obj, results.get(obj.object), tree, relative, mirrors))
         if tree.build_dir in caches:
             caches[tree.build_dir].save(str(o.object) for o in tree.objects)
     objects.sort(key=lambda e: (e["source"], e["target"], e["object"]))
@@ -141,6 +146,10 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         "deps_from": ", ".join(sorted({t.deps_from for t in trees})),
     }
     notes = [n for t in trees for n in t.notes]
+    if mirrors.orphans:
+        orphans = sorted(relative(p) for p in mirrors.orphans)
+        notes.append(f"{len(orphans)} files under mirrored copies have no original and are kept as compiled: "
+                     + ", ".join(orphans[:10]) + (" ..." if len(orphans) > 10 else ""))
     scanned = sum(1 for t in trees for o in t.objects if o.scanned)
     if scanned:
         notes.append(f"{scanned} objects have deps from CMake's own scan (depend.internal, Unix Makefiles): "

@@ -1,0 +1,45 @@
+# A tiny hipify, the shape of vLLM's ROCm build (cmake/hipify.py around torch's
+# hipify): copy the CUDA sources into the build tree, rename them as torch's
+# hipify does (.cu -> .hip; a header whose name it does not otherwise change
+# gets a _hip suffix), rewrite the includes and the CUDA runtime API names
+# (cudaMalloc -> hipMalloc...), and compile the copies. kernel_symbol_map()'s
+# SOURCE_MIRRORS then traces each copy back to the file people edit.
+function(cuda_ext_hipify from to out_sources)
+  file(GLOB names RELATIVE "${from}" "${from}/*")
+  set(renamed "")
+  foreach(name IN LISTS names)
+    get_filename_component(ext "${name}" LAST_EXT)
+    get_filename_component(stem "${name}" NAME_WLE)
+    if(ext STREQUAL ".cu")
+      set(new "${stem}.hip")
+    elseif(ext STREQUAL ".cuh")
+      set(new "${stem}_hip.cuh")
+    else()
+      set(new "${name}")
+    endif()
+    list(APPEND renamed "${name}=${new}")
+  endforeach()
+  set(sources "")
+  foreach(pair IN LISTS renamed)
+    string(REPLACE "=" ";" pair "${pair}")
+    list(GET pair 0 name)
+    list(GET pair 1 new)
+    file(READ "${from}/${name}" text)
+    foreach(other IN LISTS renamed)  # includes follow the renames
+      string(REPLACE "=" ";" other "${other}")
+      list(GET other 0 old_name)
+      list(GET other 1 new_name)
+      string(REPLACE "\"${old_name}\"" "\"${new_name}\"" text "${text}")
+    endforeach()
+    string(REGEX REPLACE "cuda([A-Z])" "hip\\1" text "${text}")
+    if(NOT name MATCHES "\\.cpp$")
+      set(text "#include \"hip_compat.h\"\n${text}")
+    endif()
+    file(CONFIGURE OUTPUT "${to}/${new}" CONTENT "${text}" @ONLY)
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${from}/${name}")
+    list(APPEND sources "${to}/${new}")
+  endforeach()
+  # A file only the copy has (hipify's compatibility header): the map keeps its copy path and says so.
+  file(CONFIGURE OUTPUT "${to}/hip_compat.h" CONTENT "#pragma once\n#include <hip/hip_runtime.h>\n")
+  set(${out_sources} "${sources}" PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,1 @@
+int hc_version() { return 2; }

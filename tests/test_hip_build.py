@@ -116,3 +116,44 @@ def test_native_reader_agrees_with_llvm_readelf(hip_builds: dict[str, Build], tm
             fatbin.unlink()
     print(f"\nnative reader == llvm-readelf on {checked} code objects")
     assert checked == 4 * 2 * 2  # 4 builds x 2 non-rdc objects x 2 archs
+
+
+def test_backend_is_mixed_when_a_map_holds_cuda_and_amd_code(hip_builds: dict[str, Build],
+                                                             kernel_builds: dict[str, Build], tmp_path: Path) -> None:
+    out = tmp_path / "both.json.gz"
+    hip, cuda = hip_builds["newest-ninja"], kernel_builds["newest-ninja"]
+    assert main(["build", "--build-dir", str(hip.build), "--build-dir", str(cuda.build), "--out", str(out),
+                 "--commit", "c1", "--no-cache"]) == 0
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    assert doc["backend"] == "mixed" and "reason" not in doc
+
+
+@pytest.fixture(scope="module")
+def hipcc_cxx_builds(tmp_path_factory: pytest.TempPathFactory) -> list[Build]:
+    """tests/projects/hipcxx: hipcc as CMAKE_CXX_COMPILER, kernels in .cpp (HIP_PLATFORM=amd throughout)."""
+    import os
+
+    import projects
+    import toolchains
+
+    hipcc = toolchains.require(toolchains.hipcc(), "hipcc")
+    cmakes = {c.label: c for c in projects.cmakes()}
+    saved = os.environ.get("HIP_PLATFORM")
+    os.environ["HIP_PLATFORM"] = "amd"
+    try:
+        return [projects.configure_and_build("hipcxx", tmp_path_factory.mktemp(f"hipcxx-{label}"), cmakes[label],
+                                             generator, f"-DCMAKE_CXX_COMPILER={hipcc}")
+                for label, generator in (("3.25", "Ninja"), ("newest", "Unix Makefiles"))]
+    finally:
+        if saved is None:
+            os.environ.pop("HIP_PLATFORM")
+        else:
+            os.environ["HIP_PLATFORM"] = saved
+
+
+def test_hipcc_as_the_cxx_compiler(hipcc_cxx_builds: list[Build], tmp_path: Path) -> None:
+    for b in hipcc_cxx_builds:
+        doc = build_map(b, tmp_path)
+        found = {o["source"]: (o["device"], o["symbols"], o["archs"]) for o in doc["objects"]}
+        assert found == {"kern.cpp": (True, ["_Z10cxx_kernelPf"], ["gfx1030", "gfx90a"]), "host.cpp": (False, [], [])}
+        assert doc["backend"] == "rocm"

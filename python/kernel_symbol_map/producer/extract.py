@@ -182,6 +182,9 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
 
 
 def _backend(objects: list[dict[str, Any]]) -> str:
-    """``cuda`` or ``rocm``, from the architectures the objects hold."""
+    """``cuda``, ``rocm`` (all AMD), or ``mixed`` (both), from the architectures the objects hold."""
     archs = {a for e in objects for a in e.get("archs", [])}
-    return "rocm" if archs and all(a.startswith(("gfx", "amdgcn")) for a in archs) else "cuda"
+    amd = {a for a in archs if a.startswith(("gfx", "amdgcn"))}
+    if amd and amd == archs:
+        return "rocm"
+    return "mixed" if amd else "cuda"

@@ -251,8 +251,10 @@ def _rocm_defines(tmp: Path) -> list[str]:
 
 
 def assert_rocm_example_map(doc: dict[str, Any]) -> None:
+    from kernel_symbol_map import mapformat
+
     assert_example_map(doc)  # the same kernels, on the same original sources
-    assert doc["backend"] == "rocm"
+    assert doc["backend"] == "rocm" and mapformat.schema_problems(doc) == []
     for o in doc["objects"]:
         assert o["compiled_from"].endswith("hipified/" + o["source"].replace(".cu", ".hip"))
         assert all("common_hip.cuh" not in d for d in o["deps"])
@@ -276,6 +278,9 @@ def test_rocm_example_maps_the_sources_people_edit(tmp_path: Path) -> None:
               "--recordings-commit", commit, "--json"]
     chosen = json.loads(run([*select, "--changed", "csrc/activation.cu"]).stdout)
     assert chosen["fallback"] is None and chosen["run"] == ["test_silu"] and chosen["skip"] == ["test_reduce"]
+    answer = json.loads(run([sys.executable, "-m", "kernel_symbol_map", "query", map_file, "csrc/attention.cu",
+                             "--json"]).stdout)
+    assert "_ZN4demo16attention_kernelILi64EEEvPfPKfi" in json.dumps(answer)
     copy_only = json.loads(run([*select, "--changed", "csrc/common_hip.cuh"]).stdout)  # only the copy has it
     assert copy_only["fallback"] == "file-not-in-map" and len(copy_only["run"]) == 2
 

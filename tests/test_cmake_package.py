@@ -151,7 +151,7 @@ def test_strict_fails_the_build_and_default_does_not(tmp_path: Path) -> None:
         source = tmp_path / f"src{strict}"
         shutil.copytree(EXAMPLE, source)
         cml = source / "CMakeLists.txt"
-        cml.write_text(cml.read_text().replace("COMPONENT _ops)\n", f"COMPONENT _ops {strict})\n", 1))
+        cml.write_text(cml.read_text().replace("COMPONENT _ops ${mirrors})", f"COMPONENT _ops ${{mirrors}} {strict})"))
         build = tmp_path / f"build{strict}"
         _configure(source, build, "cmake", "Ninja")
         run(["cmake", "--build", build])

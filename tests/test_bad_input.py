@@ -157,3 +157,19 @@ def test_corrupt_archive_member_is_named(cuda_corpus: dict[str, Path], tmp_path:
     r = read_kernels(bad)
     assert [m.path for m in r.failures] == [f"{bad}(gencode3.o)"]
     assert r.members[2].error is None
+
+
+def test_a_folder_that_is_not_a_build_tree_is_left_alone(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    folder = tmp_path / "not-a-build"
+    folder.mkdir()
+    ksm = [sys.executable, "-m", "kernel_symbol_map", "build", "--build-dir", str(folder)]
+    proc = subprocess.run(ksm, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and "not a CMake build tree" in proc.stderr and "Traceback" not in proc.stderr
+    assert list(folder.iterdir()) == []  # no map, no cache folder
+    assert subprocess.run([*ksm, "--strict"], capture_output=True, check=False).returncode == 1
+    out = tmp_path / "why.json.gz"
+    assert subprocess.run([*ksm, "--out", str(out)], capture_output=True, check=False).returncode == 0
+    assert out.exists() and list(folder.iterdir()) == []

@@ -83,6 +83,12 @@ def _summary(out: Path, size: int, stats: dict, reason: str | None, note: str = 
 
 def run(args: argparse.Namespace) -> int:
     build_dirs = [b.resolve() for b in (args.build_dirs or build_dirs_under(args.build_root))]
+    not_trees = [b for b in build_dirs if not (b / "CMakeCache.txt").is_file()]
+    if not_trees and args.out is None:
+        # Never litter a folder that is not a build tree; exit as the seed does (0), unless --strict.
+        error(f"{not_trees[0]}: not a CMake build tree (no CMakeCache.txt); no map written "
+              "(--out writes one that says why)")
+        return EXIT_INPUT if args.strict else EXIT_OK
     out = (args.out or (build_dirs[0] / DEFAULT_OUT if build_dirs else Path(DEFAULT_OUT))).resolve()
     root = args.source_root.resolve() if args.source_root else None
     commit = mapformat.resolve_commit(args.commit, root or (build_dirs[0] if build_dirs else Path.cwd()))
@@ -93,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         "backend": args.backend, "commit": commit, "epoch": os.environ.get("SOURCE_DATE_EPOCH", ""),
     }
     tool = f"{__version__}/{args.backend}"
-    use_cache = not args.no_cache and bool(build_dirs)
+    use_cache = not args.no_cache and bool(build_dirs) and not not_trees  # nothing of ours in a non-tree
     if use_cache:
         last = cache.up_to_date(build_dirs[0], tool, fingerprint_options, out)
         if last is not None:

@@ -19,7 +19,7 @@ from kernel_symbol_map.cli.validate import problems
 
 SCALE_F = "_ZN7kernels12scale_kernelIfEEvPT_PKS1_S1_i"
 SCALE_D = "_ZN7kernels12scale_kernelIdEEvPT_PKS1_S1_i"
-# source (relative to the project, or "<build>/..."): (target, kernels, project headers it must depend on)
+# source (relative to the project, or to the build folder, "$BUILD/..."): (target, kernels, project headers)
 EXPECTED: dict[str, tuple[str, set[str], set[str]]] = {
     "csrc/core/gemm.cu": ("core", {"_ZN7kernels11gemm_kernelEPfPKfS2_i"},
                           {"include/kernels/common.h", "include/kernels/device_only.cuh"}),
@@ -28,7 +28,7 @@ EXPECTED: dict[str, tuple[str, set[str], set[str]]] = {
     "csrc/ops/activation.cu": ("ops", {"_ZN7kernels11silu_kernelEPfPKfi", SCALE_F},
                                {"include/kernels/shared_kernel.cuh", "include/kernels/common.h"}),
     "csrc/host_only.cpp": ("ops", set(), {"include/kernels/common.h"}),
-    "<build>/gen/generated_kernels.cu": ("ops", {"_Z16generated_kernelPf"}, set()),
+    "$BUILD/gen/generated_kernels.cu": ("ops", {"_Z16generated_kernelPf"}, set()),
     "csrc/attention/attn.cu": ("attention", {"_ZN7kernels16attention_kernelEPfPKfi", SCALE_F, SCALE_D},
                                {"include/kernels/shared_kernel.cuh"}),
     "third_party/fetched/src/fetched.cu": ("fetched_ops", {"_Z14fetched_kernelPi"},
@@ -48,7 +48,8 @@ def build_map(b: Build, tmp: Path, *extra: str, expect: int = 0) -> dict[str, An
 
 def by_source(doc: dict[str, Any], b: Build) -> dict[str, dict[str, Any]]:
     build_prefix = b.build.resolve().as_posix()
-    return {o["source"].replace(build_prefix, "<build>"): o for o in doc["objects"] if not o.get("device_link")}
+    assert build_prefix not in json.dumps(doc)  # no absolute build-tree path anywhere: "$BUILD/..." instead
+    return {o["source"]: o for o in doc["objects"] if not o.get("device_link")}
 
 
 @pytest.fixture(params=BUILD_IDS)

@@ -85,6 +85,22 @@ def test_pip_wheel_emits_the_map(our_wheel: Path, clean_pip: Path, tmp_path: Pat
     assert doc["backend"] == "cuda" and doc["generator"] == "Ninja"
 
 
+def test_two_wheel_builds_in_different_folders_ship_identical_maps(
+    our_wheel: Path, clean_pip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    maps = []
+    for name in ("first", "second"):
+        out = tmp_path / name
+        _example_wheel(clean_pip, our_wheel, out)
+        (wheel,) = out.glob("cuda_ext-*.whl")
+        with zipfile.ZipFile(wheel) as z:
+            maps.append(z.read("cuda_ext/kernel_symbol_map.json.gz"))
+    assert maps[0] == maps[1]
+    doc = json.loads(gzip.decompress(maps[0]))
+    assert doc["build_dirs"] == ["$BUILD"] and str(tmp_path) not in json.dumps(doc)
+
+
 def test_pip_wheel_with_one_build_target_still_maps_every_target(
     our_wheel: Path, clean_pip: Path, tmp_path: Path
 ) -> None:

@@ -412,3 +412,25 @@ def test_merge_of_shards_is_the_whole_map_and_fails_closed(built: Built, tmp_pat
     shards[1].write_bytes(gzip.compress(json.dumps(dict(other, commit="other")).encode()))
     assert ksm("merge", str(merged), *map(str, shards)).returncode == 0
     assert "not one" in json.loads(gzip.decompress(merged.read_bytes()))["reason"]
+
+
+def test_build_tree_paths_either_spelling(built: Built, tmp_path: Path) -> None:
+    """A map names files in the build folder as $BUILD/...; a consumer given the folder accepts either."""
+    generated = built.build / "gen.cuh"  # stands for a generated header in the build tree
+    doc = json.loads(gzip.decompress(built.map.read_bytes()))
+    assert doc["build_dirs"] == ["$BUILD"]
+    b_obj = next(o for o in doc["objects"] if o["source"] == "csrc/b.cu")
+    b_obj["deps"].append("$BUILD/gen.cuh")
+    marked = tmp_path / "marked.json.gz"
+    marked.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    rec = recorded(tmp_path, built.commit, everyone(built))
+    for changed in ("$BUILD/gen.cuh", str(generated)):
+        result = select("--map", str(marked), "--recordings", str(rec), "--changed", changed,
+                        "--build-dir", str(built.build), "--source-root", str(built.repo))
+        assert ran(result) == {"test_b"}, changed
+    unknown = select("--map", str(marked), "--recordings", str(rec), "--changed", str(generated),
+                     "--source-root", str(built.repo))  # no --build-dir: the absolute path is not in the map
+    assert unknown["fallback"] == "file-not-in-map"
+    answer = json.loads(ksm("query", str(marked), str(generated), "--build-dir", str(built.build),
+                            "--source-root", str(built.repo), "--json").stdout)
+    assert answer["answers"][0]["status"] == "kernels" and B_K in answer["answers"][0]["kernels"]

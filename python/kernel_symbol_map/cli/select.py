@@ -48,6 +48,9 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--rules", type=Path, help="static fallback rules (JSON) instead of running everything")
     p.add_argument("--source-root", type=Path,
                    help="the project the map's relative paths are in (default: the git top level of .)")
+    p.add_argument("--build-dir", action="append", default=[], type=Path, metavar="DIR",
+                   help="the build folder(s) the map's $BUILD paths are in, in the map's order: changed "
+                   "files may then be given as build-tree paths too")
     p.add_argument("--whole-target", action="store_true",
                    help="conservative: a changed file reaches every test that launched any kernel of "
                    "its CMake targets (host code in .cu files called without launching its kernels)")
@@ -72,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         warning(f"{u.why}; {'its tests run' if u.tests else 'every test runs'} (recording-unreadable)")
     source_root = args.source_root or _default_root(args.diff is not None)
     kmaps, bad_map = _load_maps(args.map)
-    options = Options(rules, args.allow_empty, args.whole_target, Canonical(source_root), tuple(args.external_kernels))
+    canonical = Canonical(source_root, args.build_dir)
+    options = Options(rules, args.allow_empty, args.whole_target, canonical, tuple(args.external_kernels))
     tests = all_tests(recordings, unreadable, rules)
 
     if bad_map:

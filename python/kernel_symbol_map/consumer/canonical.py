@@ -9,22 +9,30 @@ compared by this key; output keeps the spelled path, for people.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
-from ..mapformat import relpath
+from ..mapformat import relpath, unspell
 
 
 class Canonical:
-    """``canonical(path)``: the real path, relative to the real source root when inside it."""
+    """``canonical(path)``: the real path, relative to the real source root when inside it.
 
-    def __init__(self, source_root: Path) -> None:
+    A map's ``$BUILD/...`` path resolves against ``build_dirs`` (the consumer's
+    build folders, in the map's order), so an absolute build-tree path and its
+    marked spelling are the same file.
+    """
+
+    def __init__(self, source_root: Path, build_dirs: Sequence[Path] = ()) -> None:
         self.spelled_root = os.path.abspath(source_root)
         self.real_root = os.path.realpath(source_root)
+        self.build_dirs = [os.path.abspath(b) for b in build_dirs]
         self._memo: dict[str, str] = {}
 
     def __call__(self, path: str) -> str:
         key = self._memo.get(path)
         if key is None:
-            absolute = path if os.path.isabs(path) else os.path.join(self.spelled_root, path)
+            unmarked = unspell(path, self.build_dirs)
+            absolute = unmarked if os.path.isabs(unmarked) else os.path.join(self.spelled_root, unmarked)
             key = self._memo[path] = relpath(os.path.realpath(absolute), self.real_root)
         return key

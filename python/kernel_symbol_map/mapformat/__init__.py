@@ -9,6 +9,10 @@ error?}]``, ``stats`` and ``reason``. Added fields (consumers ignore them):
 targets, and what the whole build has), and per
 object ``archs`` (and ``device_link`` on device-link objects).
 
+Paths inside a build folder are written behind a marker, ``$BUILD/...`` (the
+second build folder ``$BUILD1/...``, and so on), so that a map does not depend
+on where the build ran; ``build_dirs`` follows the same rule.
+
 Writes are atomic (a temporary file in the same folder, then a rename) and,
 with ``SOURCE_DATE_EPOCH`` set, reproducible: ``generated_at`` comes from it,
 the gzip header carries no time and ``stats.seconds`` is 0.
@@ -25,8 +29,11 @@ import os
 import subprocess
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import regex
 
 from .. import _atomic
 from ..errors import MapError
@@ -52,6 +59,40 @@ _OBJECT_FIELDS: dict[str, type | tuple[type, ...]] = {
     "symbols": list,
     "deps": list,
 }
+
+
+BUILD_MARKER = "$BUILD"  # a path inside the i-th build folder: "$BUILD/gen/x.cu", "$BUILD1/..." for i >= 1
+_MARKED = regex.compile(r"^\$BUILD(\d*)(?=/|$)")
+
+
+def build_marker(index: int) -> str:
+    return BUILD_MARKER if index == 0 else f"{BUILD_MARKER}{index}"
+
+
+def spell(path: str | os.PathLike[str], source_root: str | os.PathLike[str], build_dirs: Sequence[str]) -> str:
+    """How a map writes ``path``, whatever folder the build ran in.
+
+    Inside a build folder: relative to it, behind its marker (checked first: a
+    build folder inside the source tree is still a build folder). Inside the
+    source root: relative to it. Anything else (system and toolkit headers)
+    stays absolute.
+    """
+    p = os.path.normpath(path)
+    for index, folder in enumerate(build_dirs):
+        if p == folder or p.startswith(folder.rstrip("/") + "/"):
+            return build_marker(index) + p[len(folder.rstrip("/")) :]
+    return relpath(p, source_root)
+
+
+def unspell(path: str, build_dirs: Sequence[str]) -> str:
+    """``path`` with its build marker replaced by the consumer's build folder, when it has that one."""
+    m = _MARKED.match(path)
+    if m is None:
+        return path
+    index = int(m.group(1) or 0)
+    if index >= len(build_dirs):
+        return path
+    return os.path.normpath(build_dirs[index] + path[m.end() :])
 
 
 def relpath(path: str | os.PathLike[str], source_root: str | os.PathLike[str]) -> str:

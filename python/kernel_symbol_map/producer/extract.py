@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -112,7 +113,8 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         except BuildTreeError as e:
             problems.append(str(e))
     root = (options.source_root or (trees[0].source_root if trees else Path.cwd())).resolve()
-    relative = lru_cache(maxsize=None)(lambda p: mapformat.relpath(p, root))
+    folders = [os.path.normpath(b.resolve()) for b in options.build_dirs]
+    relative = lru_cache(maxsize=None)(lambda p: mapformat.spell(p, root, folders))
     tool = f"{__version__}/{options.backend}"
     caches = {t.build_dir: ObjectCache(t.build_dir, tool, log) for t in trees} if options.use_cache else {}
     results = _read_all(
@@ -132,7 +134,7 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         "commit": mapformat.resolve_commit(options.commit, root),
         "cuda": next((t.cuda_version for t in trees if t.cuda_version), ""),
         "generated_at": mapformat.generated_at(),
-        "build_dirs": [mapformat.relpath(b.resolve(), root) for b in options.build_dirs],
+        "build_dirs": [mapformat.spell(f, root, folders) for f in folders],
         "incomplete": False,
         "errors": errors,
         "objects": objects,

@@ -22,7 +22,7 @@ import regex
 
 from .._statefile import memoised
 from .._version import __version__
-from . import compdb, dependinfo, fileapi, generatorfiles, pairing
+from . import compdb, dependinfo, fileapi, generatorfiles, pairing, unity
 from ..errors import BuildTreeError
 from .makedeps import read_cmake_scan, read_depfile
 from .ninjadeps import NinjaDeps, stale
@@ -41,6 +41,7 @@ class TreeObject:
     error: str | None = None
     device_link: bool = False
     scanned: bool = False  # deps from CMake's own scan (project headers only), not the compiler
+    unity_sources: tuple[str, ...] = ()  # a unity object's real sources (its source is CMake's unity file)
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,15 @@ def load(
                 continue
             found, error = deps(item)
             language = languages.get(item.source) or _language(item.source)
+            batched: tuple[str, ...] = ()
+            if unity.is_unity_source(item.source, build_dir):
+                try:
+                    batched = unity.constituents(item.source)
+                except BuildTreeError as e:
+                    error = error or str(e)
             built.append(TreeObject(target, item.object, item.source, language, found, error,
-                                    scanned=item.depfile is None and item.scanned is not None))
+                                    scanned=item.depfile is None and item.scanned is not None,
+                                    unity_sources=batched))
         objects += built
     objects += _device_links(build_dir, generator, built_by)
 

@@ -46,5 +46,7 @@ def run(args: argparse.Namespace) -> int:
             headers = sorted((d for d in o["deps"] if d in fan_in), key=lambda d: (-fan_in[d], d))
             top = f"; top headers: {', '.join(headers[: args.headers])}" if headers and args.headers else ""
             kind = " (device link)" if o.get("device_link") else ("" if o["device"] else " (host)")
+            if o.get("unity_sources"):
+                kind += f" (unity of {', '.join(o['unity_sources'])})"
             print(f"  {o['source']}{kind}: {len(o['symbols'])} kernels, {len(o['deps'])} deps{top}")
     return EXIT_OK

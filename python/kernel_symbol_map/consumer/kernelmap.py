@@ -136,9 +136,11 @@ class KernelMap:
         """path -> [(object index, "source" | "deps")], built once."""
         index: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for i, o in enumerate(self.objects):
-            index[o["source"]].append((i, "source"))
+            sources = _sources(o)
+            for src in sources:
+                index[src].append((i, "source"))
             for d in o["deps"]:
-                if d != o["source"]:
+                if d not in sources:
                     index[d].append((i, "deps"))
         return index
 
@@ -146,10 +148,11 @@ class KernelMap:
         """Like ``_paths`` for a few paths: one pass of C-speed set intersections, no full index."""
         found: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for i, o in enumerate(self.objects):
-            if o["source"] in paths:
-                found[o["source"]].append((i, "source"))
+            sources = _sources(o)
+            for src in paths.intersection(sources):
+                found[src].append((i, "source"))
             for d in paths.intersection(o["deps"]):
-                if d != o["source"]:
+                if d not in sources:
                     found[d].append((i, "deps"))
         return found
 
@@ -179,7 +182,7 @@ class KernelMap:
         cached = self.__dict__.get("_alias_cache")
         if cached is not None and cached[0] is canonical:
             return cached[1]
-        distinct = {o["source"] for o in self.objects}.union(*(o["deps"] for o in self.objects))
+        distinct = {s for o in self.objects for s in _sources(o)}.union(*(o["deps"] for o in self.objects))
         aliases: dict[str, set[str]] = defaultdict(set)
         for p in distinct:
             aliases[canonical(p)].add(p)
@@ -231,6 +234,11 @@ class KernelMap:
     def unknown_files(self) -> frozenset[str]:
         from_objects = {p for p, hits in self._paths.items() if any("error" in self.objects[i] for i, _ in hits)}
         return frozenset(from_objects | {e["source"] for e in self.document["errors"]})
+
+
+def _sources(o: dict[str, Any]) -> tuple[str, ...]:
+    """What an object is compiled from: its source, and a unity object's real sources."""
+    return (o["source"], *o.get("unity_sources", ()))
 
 
 def load(source: str | Path) -> KernelMap:

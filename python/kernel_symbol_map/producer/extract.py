@@ -86,6 +86,8 @@ def _entry(
     }
     if copy is not None:  # compiled from a hipified copy: the map names the original, and keeps the copy
         entry["compiled_from"] = relative(copy)
+    if obj.unity_sources:  # a unity object: a change to any of these is a change to its source
+        entry["unity_sources"] = sorted({relative(mirrors.resolve(u)[0]) for u in obj.unity_sources})
     if obj.device_link:
         entry["device_link"] = True
     if obj.scanned:  # CMake's own scan: project headers only, no system or toolkit headers

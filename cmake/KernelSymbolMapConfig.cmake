@@ -243,11 +243,15 @@ function(_kernel_symbol_map_finish python output strict targets mirror_args)
 
   set(lists "${CMAKE_BINARY_DIR}/${_KernelSymbolMap_LISTS}")
   file(REMOVE_RECURSE "${lists}")  # lists of targets no longer mapped must not linger
+  # Ninja Multi-Config: each configuration's own build-<config>.ninja is exact; no lists (they would differ per config).
+  get_property(multi_config GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
   set(objects "")
   foreach(tgt IN LISTS targets)
     get_target_property(type "${tgt}" TYPE)
-    file(GENERATE OUTPUT "${lists}/${tgt}.json" CONTENT
-      "{\"name\": \"${tgt}\", \"type\": \"${type}\", \"objects\": \"$<JOIN:$<TARGET_OBJECTS:${tgt}>,;>\"}\n")
+    if(NOT multi_config)
+      file(GENERATE OUTPUT "${lists}/${tgt}.json" CONTENT
+        "{\"name\": \"${tgt}\", \"type\": \"${type}\", \"objects\": \"$<JOIN:$<TARGET_OBJECTS:${tgt}>,;>\"}\n")
+    endif()
     # compile_commands.json carries exact (source, object) pairs on CMake >= 3.26.
     set_property(TARGET "${tgt}" PROPERTY EXPORT_COMPILE_COMMANDS ON)
     list(APPEND objects "$<TARGET_OBJECTS:${tgt}>")
@@ -260,7 +264,7 @@ function(_kernel_symbol_map_finish python output strict targets mirror_args)
   _kernel_symbol_map_python_env(python_env)
   set(command "${CMAKE_COMMAND}" -E env ${python_env} KERNEL_SYMBOL_MAP_INSIDE_BUILD=1
     "${python}" -m kernel_symbol_map build --build-dir "${CMAKE_BINARY_DIR}"
-    --source-root "${CMAKE_SOURCE_DIR}" --out "${output}" ${strict_flag} ${mirror_args})
+    --source-root "${CMAKE_SOURCE_DIR}" --out "${output}" --config "$<CONFIG>" ${strict_flag} ${mirror_args})
   if(targets)
     list(APPEND command --targets ${targets})
   endif()

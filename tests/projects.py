@@ -13,6 +13,7 @@ import toolchains
 from kernel_symbol_map.buildtree.fileapi import write_query
 
 PROJECTS = Path(__file__).resolve().parent / "projects"
+ROOT_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cuda_ext"
 VENV_BIN = Path(sys.executable).parent
 
 

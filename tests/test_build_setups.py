@@ -1,10 +1,9 @@
-"""Builds set up the way teams build: unity builds (and, below, Ninja Multi-Config)."""
+"""Builds set up the way teams build them: unity builds, and Ninja Multi-Config."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from typing import Any
 
 import projects
 import pytest
+import toolchains
 from toolchains import require
 
 KSM = [sys.executable, "-m", "kernel_symbol_map"]
@@ -71,3 +71,61 @@ def test_a_changed_constituent_is_a_changed_source(unity_build: projects.Build, 
     assert host["fallback"] == "host-file"
     shown = subprocess.run([*KSM, "show", str(out)], capture_output=True, text=True, check=True).stdout
     assert "(unity of csrc/a.cu, csrc/a2.cu)" in shown
+
+
+@pytest.fixture(scope="module")
+def multi_config(tmp_path_factory: pytest.TempPathFactory) -> projects.Build:
+    """tests/projects/selection with Ninja Multi-Config, Release built (Debug is built by the test that wants it)."""
+    where = tmp_path_factory.mktemp("multi")
+    shutil.copytree(projects.PROJECTS / "selection", where / "src")
+    (where / "src" / "include" / "alias.cuh").symlink_to("shared.cuh")
+    b = projects.configure_and_build_at(where / "src", where / "build", _newest(), "Ninja Multi-Config", build=False)
+    subprocess.run([b.cmake.cmake, "--build", str(b.build), "--config", "Release"], check=True, capture_output=True)
+    return b
+
+
+def _objects(doc: dict[str, Any]) -> dict[str, tuple[str, str, frozenset[str]]]:
+    return {o["source"]: (o["target"], o["object"], frozenset(o["symbols"])) for o in doc["objects"]}
+
+
+def test_multi_config_maps_the_configuration_that_was_built(multi_config: projects.Build, tmp_path: Path) -> None:
+    doc = _map(multi_config.build, tmp_path / "one.json.gz")
+    assert "reason" not in doc and doc["config"] == "Release"
+    assert doc["pairing"] == "build-Release.ninja, checked against the file-API reply"
+    objects = _objects(doc)
+    assert set(objects) == {"csrc/a.cu", "csrc/a2.cu", "csrc/b.cu", "csrc/anon.cu", "csrc/host.cpp"}
+    assert all(o[1].split("/")[2] == "Release" for o in objects.values())  # CMakeFiles/<t>.dir/Release/...
+    assert objects["csrc/a2.cu"][2] == {"_Z9a2_kernelPi"}
+
+
+def test_multi_config_with_two_configurations_built(multi_config: projects.Build, tmp_path: Path) -> None:
+    subprocess.run([multi_config.cmake.cmake, "--build", str(multi_config.build), "--config", "Debug"], check=True,
+                   capture_output=True)
+    ambiguous = _map(multi_config.build, tmp_path / "two.json.gz", "--no-cache")
+    assert ambiguous["objects"] == [] and "configurations Debug, Release are all built" in ambiguous["reason"]
+    assert "--config" in ambiguous["reason"]
+    debug = _map(multi_config.build, tmp_path / "debug.json.gz", "--config", "Debug")
+    release = _map(multi_config.build, tmp_path / "release.json.gz", "--config", "Release")
+    assert debug["config"] == "Debug" and release["config"] == "Release"
+    assert {s: o[2] for s, o in _objects(debug).items()} == {s: o[2] for s, o in _objects(release).items()}
+    assert all("/Debug/" in o[1] for o in _objects(debug).values())
+    assert "no configuration 'Nope'" in _map(multi_config.build, tmp_path / "x.json.gz", "--config", "Nope")["reason"]
+
+
+def test_multi_config_through_the_cmake_package(tmp_path: Path) -> None:
+    """Inside a build, the package's target passes $<CONFIG>."""
+    from kernel_symbol_map.cmakedir import cmake_dir
+
+    cmake = _newest()
+    build = tmp_path / "build"
+    subprocess.run([cmake.cmake, "-S", str(projects.ROOT_EXAMPLE), "-B", str(build), "-G", "Ninja Multi-Config",
+                    f"-DCMAKE_MAKE_PROGRAM={cmake.ninja}", "-DCMAKE_CUDA_ARCHITECTURES=80",
+                    f"-DCMAKE_CUDA_COMPILER={require(toolchains.nvcc(), 'nvcc')}",
+                    f"-DKernelSymbolMap_DIR={cmake_dir()}", f"-DPython_EXECUTABLE={sys.executable}"],
+                   check=True, capture_output=True)
+    for config in ("Release", "Debug"):
+        subprocess.run([cmake.cmake, "--build", str(build), "--config", config], check=True, capture_output=True)
+        doc = json.loads(gzip.decompress((build / "kernel_symbol_map.json.gz").read_bytes()))
+        assert "reason" not in doc and doc["config"] == config
+        assert {o["source"] for o in doc["objects"]} == {"csrc/activation.cu", "csrc/attention.cu",
+                                                          "csrc/host_only.cpp", "csrc/reduce.cu"}

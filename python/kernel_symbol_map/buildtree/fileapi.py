@@ -215,7 +215,7 @@ def _load(path: Path) -> Any:
         raise BuildTreeError(f"{path}: not readable JSON: {e}") from None
 
 
-def read_reply(build_dir: Path) -> Reply:
+def read_reply(build_dir: Path, config: str | None = None) -> Reply:
     index_path = latest_index(build_dir)
     if index_path is None:
         raise BuildTreeError(f"{build_dir}: no CMake file-API reply")
@@ -232,10 +232,14 @@ def read_reply(build_dir: Path) -> Reply:
     codemodel = convert(Codemodel, _load(folder / files["codemodel"]), files["codemodel"])
     if not codemodel.configurations:
         raise BuildTreeError(f"{folder / files['codemodel']}: no configurations")
-    # Single-config generators have one configuration; multi-config ones, the first.
-    targets = tuple(
-        convert(Target, _load(folder / ref.jsonFile), ref.jsonFile) for ref in codemodel.configurations[0].targets
-    )
+    # Single-config generators have one configuration; multi-config ones, one each: the one asked for.
+    chosen = codemodel.configurations[0]
+    if config is not None and len(codemodel.configurations) > 1:
+        named = [c for c in codemodel.configurations if c.name == config]
+        if not named:
+            raise BuildTreeError(f"{folder / files['codemodel']}: no configuration {config!r}")
+        chosen = named[0]
+    targets = tuple(convert(Target, _load(folder / ref.jsonFile), ref.jsonFile) for ref in chosen.targets)
     cache: dict[str, str] = {}
     if "cache" in files:
         cache = {e.name: e.value for e in convert(Cache, _load(folder / files["cache"]), files["cache"]).entries}

@@ -4,7 +4,8 @@ Used when a build tree has no current file-API reply (a retrofit, or CMake
 older than 3.27 before its next configure). The answer is as exact as the
 reply's, because it is what the build itself runs:
 
-* **Ninja**: each object's ``build`` statement names its rule,
+* **Ninja** (and Ninja Multi-Config, one ``build-<config>.ninja`` per
+  configuration): each object's ``build`` statement names its rule,
   ``<LANG>_COMPILER__<target>[_unscanned]_<config>`` (the target encoded as
   CMake's ``EncodeRuleName`` does: every character but ``[A-Za-z0-9_-]`` as
   ``.xx``; ``_unscanned`` on CMake 3.28+ for sources that need no module
@@ -51,26 +52,49 @@ def decode_rule_name(encoded: str) -> str:
     return _RULE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), encoded)
 
 
-def from_ninja(build_dir: Path, config: str) -> list[GeneratedObject]:
-    """Every object ``build.ninja`` compiles, with its target, source and language."""
+def manifest(build_dir: Path, config: str, multi_config: bool) -> Path:
+    """``build.ninja``, or Ninja Multi-Config's ``build-<config>.ninja``."""
+    return build_dir / (f"build-{config}.ninja" if multi_config else "build.ninja")
+
+
+def from_ninja(build_dir: Path, config: str, multi_config: bool = False) -> list[GeneratedObject]:
+    """Every object the manifest of ``config`` compiles, with its target, source and language.
+
+    Ninja Multi-Config spells the order-only target with the configuration in
+    capitals (``cmake_object_order_depends_target_ops_RELEASE``).
+    """
+    path = manifest(build_dir, config, multi_config)
     suffix = f"_{config}"
+    order_suffix = f"_{config.upper()}" if multi_config else ""
     found = []
-    for st in ninjafile.read(build_dir / "build.ninja", build_dir):
+    for st in ninjafile.read(path, build_dir):
         m = _COMPILE_RULE.match(st.rule)
         if not m or not m.group(2).endswith(suffix) or not st.inputs:
             continue
         language, encoded = m.group(1), m.group(2)[: len(m.group(2)) - len(suffix)]
         decoded = decode_rule_name(encoded)
-        named = [o[len(ORDER_DEPENDS):] for o in st.order_only if o.startswith(ORDER_DEPENDS)]
+        named = [o[len(ORDER_DEPENDS):].removesuffix(order_suffix) for o in st.order_only if o.startswith(ORDER_DEPENDS)]
         target = named[0] if len(named) == 1 else decoded.removesuffix(UNSCANNED)
         if decoded not in (target, target + UNSCANNED):
-            raise BuildTreeError(f"{build_dir / 'build.ninja'}: {st.outputs[0]} is built by rule {st.rule} "
-                                 f"but ordered after target {target}")
+            raise BuildTreeError(f"{path}: {st.outputs[0]} is built by rule {st.rule} but ordered after target {target}")
         found.append(GeneratedObject(target, absolute(st.outputs[0], build_dir), absolute(st.inputs[0], build_dir),
                                      language))
     if not found:
-        raise BuildTreeError(f"{build_dir / 'build.ninja'}: no compile statements for configuration {config!r}")
+        raise BuildTreeError(f"{path}: no compile statements for configuration {config!r}")
     return found
+
+
+def built_configurations(build_dir: Path, configs: list[str]) -> list[str]:
+    """The configurations of a Ninja Multi-Config tree whose objects exist on disk."""
+    built = []
+    for config in configs:
+        try:
+            objects = from_ninja(build_dir, config, multi_config=True)
+        except BuildTreeError:
+            continue
+        if any(o.object.exists() for o in objects):
+            built.append(config)
+    return built
 
 
 def from_makefiles(build_dir: Path) -> list[GeneratedObject]:

@@ -57,6 +57,7 @@ class BuildTree:
     notes: tuple[str, ...] = field(default=())
     inputs: tuple[str, ...] = ()  # every file the model was read from: a change to any means re-run
     compiling_targets: tuple[str, ...] = ()  # every target with objects, before any --targets filter
+    config: str = ""  # CMAKE_BUILD_TYPE, or the Ninja Multi-Config configuration mapped
 
 
 @dataclass
@@ -77,6 +78,7 @@ def load(
     inside_build: bool = False,
     reconfigure: bool = False,
     targets: list[str] | None = None,
+    config: str | None = None,
     log: Callable[[str], None] = lambda _m: None,
     use_cache: bool = False,
 ) -> BuildTree:
@@ -85,18 +87,26 @@ def load(
     Exact sources, in order: a current file-API reply; the CMake package's
     object lists (inside a build); the generator's own files (``build.ninja``,
     the Makefiles). Only ``reconfigure`` re-runs the project's configure.
+    Ninja Multi-Config maps one configuration: ``config``, else the one built.
     """
     build_dir = build_dir.resolve()
     cache = fileapi.read_cmake_cache(build_dir)
     generator = cache.get("CMAKE_GENERATOR", "")
     notes: list[str] = []
+    multi = generator == MULTI_CONFIG
+    config = _configuration(build_dir, cache, config) if multi else cache.get("CMAKE_BUILD_TYPE", "")
 
-    reply = _reply(build_dir, inside_build, reconfigure, log, notes)
-    listed = pairing.read_package_lists(build_dir)
+    reply = _reply(build_dir, inside_build, reconfigure, log, notes, config if multi else None)
+    listed = None if multi else pairing.read_package_lists(build_dir)
     source_root = reply.source_root if reply else Path(cache.get("CMAKE_HOME_DIRECTORY", build_dir))
     languages: dict[Path, str] = {}
     members: dict[str, list[_Pair | tuple[Path, str]]] = defaultdict(list)  # target -> pairs, or (object, error)
-    if reply is None and listed is None:
+    if multi:  # the configuration's own manifest is exact; the reply, when there is one, must agree with it
+        pairs, how = _generated(build_dir, generator, cache, members, languages, config)
+        if reply is not None:
+            _agree(reply, members, source_root, how)
+            how += ", checked against the file-API reply"
+    elif reply is None and listed is None:
         pairs, how = _generated(build_dir, generator, cache, members, languages)
         notes.append(f"no current file-API reply: targets and objects read from {how}")
     else:
@@ -135,7 +145,7 @@ def load(
                                     scanned=item.depfile is None and item.scanned is not None,
                                     unity_sources=batched))
         objects += built
-    objects += _device_links(build_dir, generator, built_by)
+    objects += _device_links(build_dir, generator, built_by, config if multi else None)
 
     compiler = (reply.compilers.get("CUDA") or {}) if reply else {}
     cuda = str(compiler.get("version", "")) or _cuda_version_from_cache(build_dir, cache)
@@ -152,6 +162,7 @@ def load(
         notes=tuple(notes),
         inputs=inputs,
         compiling_targets=compiling,
+        config=config,
     )
 
 
@@ -193,6 +204,34 @@ def _cuda_version_from_cache(build_dir: Path, cache: dict[str, str]) -> str:
     return match.group(1) if match else ""
 
 
+MULTI_CONFIG = "Ninja Multi-Config"
+
+
+def _configuration(build_dir: Path, cache: dict[str, str], asked: str | None) -> str:
+    """The configuration of a Ninja Multi-Config tree to map: the one asked for, else the one built."""
+    configs = [c for c in cache.get("CMAKE_CONFIGURATION_TYPES", "").split(";") if c]
+    if asked:
+        if asked not in configs:
+            raise BuildTreeError(f"{build_dir}: no configuration {asked!r}; it has {', '.join(configs)}")
+        return asked
+    built = generatorfiles.built_configurations(build_dir, configs)
+    if len(built) == 1:
+        return built[0]
+    if not built:
+        raise BuildTreeError(f"{build_dir}: no configuration of {', '.join(configs)} is built")
+    raise BuildTreeError(f"{build_dir}: configurations {', '.join(built)} are all built; choose one with --config")
+
+
+def _agree(reply: fileapi.Reply, members: dict[str, list[_Pair | tuple[Path, str]]], source_root: Path,
+           how: str) -> None:
+    """The reply's configuration compiles, per target, exactly the sources the manifest does."""
+    compiled = {t.name: set(pairing.compiled_sources(t, source_root)) for t in reply.targets}
+    for target, items in members.items():
+        sources = {p.source for p in items if isinstance(p, _Pair)}
+        if compiled.get(target) != sources:
+            raise BuildTreeError(f"{how} and the file-API reply disagree on what target {target} compiles")
+
+
 def _assign(
     pairs: list[_Pair], groups: dict[Path, set[Path]], how: str, reply: fileapi.Reply | None,
     listed: dict[str, pairing.ListedTarget] | None, members: dict[str, list[_Pair | tuple[Path, str]]],
@@ -220,17 +259,18 @@ def _assign(
 
 
 def _reply(
-    build_dir: Path, inside_build: bool, reconfigure: bool, log: Callable[[str], None], notes: list[str]
+    build_dir: Path, inside_build: bool, reconfigure: bool, log: Callable[[str], None], notes: list[str],
+    config: str | None = None,
 ) -> fileapi.Reply | None:
     """A current reply, or None. Only ``reconfigure`` runs CMake, and never inside a running build."""
     if fileapi.reply_is_current(build_dir):
-        return fileapi.read_reply(build_dir)
+        return fileapi.read_reply(build_dir, config)
     if reconfigure and not inside_build:
         log(f"WARNING re-running the project's configure in {build_dir} (--reconfigure): it may change "
             "the build's flags and make the next build recompile")
         command = fileapi.refresh(build_dir)
         notes.append(f"re-ran {' '.join(command)} (--reconfigure) to answer the file-API query")
-        return fileapi.read_reply(build_dir)
+        return fileapi.read_reply(build_dir, config)
     try:  # the one write into the build tree: the next configure answers it
         fileapi.write_query(build_dir)
     except OSError as e:
@@ -240,13 +280,16 @@ def _reply(
 
 def _generated(
     build_dir: Path, generator: str, cache: dict[str, str],
-    members: dict[str, list[_Pair | tuple[Path, str]]], languages: dict[Path, str],
+    members: dict[str, list[_Pair | tuple[Path, str]]], languages: dict[Path, str], config: str | None = None,
 ) -> tuple[list[_Pair], str]:
     """Fill ``members`` and ``languages`` from the generator's own files; (pairs, where from)."""
     how_to_fix = ("configure once with the package (find_package(KernelSymbolMap) and kernel_symbol_map(), or "
                   "CMAKE_PROJECT_TOP_LEVEL_INCLUDES), or run build --reconfigure")
     try:
-        if "Ninja" in generator and "Multi-Config" not in generator:
+        if generator == MULTI_CONFIG and config is not None:
+            found = generatorfiles.from_ninja(build_dir, config, multi_config=True)
+            how = f"build-{config}.ninja"
+        elif "Ninja" in generator and "Multi-Config" not in generator:
             found, how = generatorfiles.from_ninja(build_dir, cache.get("CMAKE_BUILD_TYPE", "")), "build.ninja"
         elif generator == "Unix Makefiles":
             found, how = generatorfiles.from_makefiles(build_dir), "Makefile2+DependInfo"
@@ -359,14 +402,18 @@ def _checked(pair: _Pair, deps: tuple[str, ...], why: str | None) -> tuple[tuple
     return deps, None
 
 
-def _device_links(build_dir: Path, generator: str, built_by: dict[str, list[TreeObject]]) -> list[TreeObject]:
+def _device_links(
+    build_dir: Path, generator: str, built_by: dict[str, list[TreeObject]], config: str | None = None
+) -> list[TreeObject]:
     """Each target's ``cmake_device_link.o``, whose deps are those of the objects it links."""
     group_of = {t: {pairing.group_dir(o.object) for o in objs} for t, objs in built_by.items() if objs}
-    found = pairing.device_link_objects(build_dir, generator, set().union(*group_of.values()) if group_of else set())
+    manifest = generatorfiles.manifest(build_dir, config or "", config is not None)
+    found = pairing.device_link_objects(build_dir, generator, set().union(*group_of.values()) if group_of else set(),
+                                        manifest)
     out = []
     for target, groups in group_of.items():
         linked = [o for o in built_by[target] if o.language == "CUDA"]
-        for obj in sorted(p for p in found if p.parent in groups):
+        for obj in sorted(p for p in found if pairing.group_dir(p) in groups):
             errors = [f"{o.object.name}: {o.error}" for o in linked if o.error]
             deps = tuple(sorted({d for o in linked for d in o.deps} | {str(o.source) for o in linked if o.source}))
             error = None if obj.exists() else "object is missing"

@@ -90,11 +90,11 @@ def match_groups(groups: dict[Path, set[Path]], reply: Reply) -> dict[Path, Targ
     return found
 
 
-def device_link_objects(build_dir: Path, generator: str, groups: set[Path]) -> set[Path]:
+def device_link_objects(build_dir: Path, generator: str, groups: set[Path], manifest: Path | None = None) -> set[Path]:
     """``cmake_device_link.o`` paths that the build manifest names in one of ``groups``."""
     found: set[Path] = set()
     if "Ninja" in generator:
-        manifest = build_dir / "build.ninja"
+        manifest = manifest or build_dir / "build.ninja"
         try:
             with manifest.open(errors="replace") as f:
                 for line in f:
@@ -107,4 +107,4 @@ def device_link_objects(build_dir: Path, generator: str, groups: set[Path]) -> s
             make = g / "build.make"
             if make.is_file() and DEVICE_LINK_OBJECT in make.read_text(errors="replace"):
                 found.add(g / DEVICE_LINK_OBJECT)
-    return found & {g / DEVICE_LINK_OBJECT for g in groups}
+    return {p for p in found if group_dir(p) in groups}  # Ninja Multi-Config: <group>/<config>/cmake_device_link.o

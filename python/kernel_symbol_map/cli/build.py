@@ -51,6 +51,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="read objects in N processes (default 1: measured fastest on 2 cores)")
     p.add_argument("--no-cache", action="store_true", help="read every object again; ignore and keep no cache")
     p.add_argument("--strict", action="store_true", help="exit 1 when the map is not complete")
+    p.add_argument("--config", metavar="NAME",
+                   help="Ninja Multi-Config: the configuration to map (default: the one that is built)")
     p.add_argument("--mirror", action="append", default=[], metavar="COPY=ORIGINAL",
                    help="sources compiled from a (hipified) copy under COPY are mapped to their originals "
                    "under ORIGINAL (repeatable; vLLM-style ROCm builds)")
@@ -95,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     mirrors = _mirrors(args.mirror)
     fingerprint_options = {
         "build_dirs": [str(b) for b in build_dirs], "source_root": str(root), "targets": args.targets,
-        "mirrors": [[m.copy, m.original] for m in mirrors],
+        "mirrors": [[m.copy, m.original] for m in mirrors], "config": args.config,
         "backend": args.backend, "commit": commit, "epoch": os.environ.get("SOURCE_DATE_EPOCH", ""),
     }
     tool = f"{__version__}/{args.backend}"
@@ -128,7 +130,7 @@ def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use
     options = Options(
         build_dirs=tuple(build_dirs), out=out, source_root=root, targets=tuple(args.targets), backend=args.backend,
         commit=commit, inside_build=args.inside_build, reconfigure=args.reconfigure, use_cache=use_cache,
-        jobs=max(1, args.jobs or 1), mirrors=mirrors, **reader,
+        jobs=max(1, args.jobs or 1), mirrors=mirrors, config=args.config, **reader,
     )
     log = lambda m: print(f"kernel_symbol_map: {m}", flush=True)  # noqa: E731
     extraction = None

@@ -36,6 +36,7 @@ class Options:
     inside_build: bool = False
     reconfigure: bool = False  # opt-in: re-run the project's configure to answer the file-API query
     mirrors: tuple[Mirror, ...] = ()  # hipified copies -> the originals people edit
+    config: str | None = None  # Ninja Multi-Config: the configuration to map (default: the one built)
     use_cache: bool = True
     jobs: int = 1  # >1: a process pool (bench/bench_parallel.py: serial wins on 2 cores)
 
@@ -108,7 +109,7 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
             trees.append(
                 load_tree(
                     build_dir, inside_build=options.inside_build, reconfigure=options.reconfigure,
-                    targets=list(options.targets) or None, log=log,
+                    targets=list(options.targets) or None, config=options.config or None, log=log,
                     use_cache=options.use_cache,
                 )
             )
@@ -149,6 +150,9 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         "pairing": ", ".join(sorted({t.pairing for t in trees})),
         "deps_from": ", ".join(sorted({t.deps_from for t in trees})),
     }
+    configs = sorted({t.config for t in trees if t.config})
+    if configs:
+        document["config"] = ", ".join(configs)
     notes = [n for t in trees for n in t.notes]
     if mirrors.orphans:
         orphans = sorted(relative(p) for p in mirrors.orphans)

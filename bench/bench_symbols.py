@@ -22,13 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus  # noqa: E402
 
 from kernel_symbol_map import read_kernels  # noqa: E402
+from kernel_symbol_map.buildtree.toolchain import find_cuobjdump, find_nvcc  # noqa: E402
 from kernel_symbol_map.readers._blob import Blob, OpenFile  # noqa: E402
 from kernel_symbol_map.readers.cuda import cubin_kernels  # noqa: E402
 from kernel_symbol_map.readers.cuobjdump import Cuobjdump  # noqa: E402
 from kernel_symbol_map.readers.devicecode import CUDA_SECTIONS  # noqa: E402
 from kernel_symbol_map.readers.elf import ElfFile  # noqa: E402
 from kernel_symbol_map.readers.fatbin import EntryKind, iter_entries  # noqa: E402
-from kernel_symbol_map.buildtree.toolchain import find_cuobjdump, find_nvcc  # noqa: E402
 
 # VmHWM, not ru_maxrss: the latter keeps the forking parent's pages as its high-water mark.
 PEAK_SCRIPT = """

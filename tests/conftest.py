@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 import projects
+import pytest
 import toolchains
 from toolchains import DATA, require, run, run_all
 

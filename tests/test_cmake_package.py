@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import toolchains
-from fatbin_patch import patched
 from conftest import BUILD_IDS
+from fatbin_patch import patched
 from projects import Build, cmakes
 
 from kernel_symbol_map.cmakedir import cmake_dir

@@ -17,9 +17,9 @@ from projects import Build
 from kernel_symbol_map.cli import main
 from kernel_symbol_map.cli.validate import problems
 from kernel_symbol_map.consumer.kernelmap import KernelMap, demangle, load
-from kernel_symbol_map.errors import MapError, RecordingError
 from kernel_symbol_map.consumer.recordings import Recording, read
 from kernel_symbol_map.consumer.selection import select
+from kernel_symbol_map.errors import MapError, RecordingError
 
 SILU = "_ZN7kernels11silu_kernelEPfPKfi"
 SCALE_F = "_ZN7kernels12scale_kernelIfEEvPT_PKS1_S1_i"

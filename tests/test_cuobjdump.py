@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kernel_symbol_map import read_kernels
-from kernel_symbol_map.readers.cuobjdump import Cuobjdump, parse_symbols
 from kernel_symbol_map.errors import ToolError
+from kernel_symbol_map.readers.cuobjdump import Cuobjdump, parse_symbols
 
 CAPTURED = Path(__file__).parent / "data" / "cuobjdump"
 K = {"_Z2skPi", "_ZN2ns2tkIfEEvPT_", "_ZN2ns2tkIiEEvPT_", "ck", "_ZN30_GLOBAL__N__ad63c04f_4_k_cu_ck2akEPi"}

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from projects import Build
 
-from kernel_symbol_map.cli import main
-from kernel_symbol_map.errors import BuildTreeError
 from kernel_symbol_map.buildtree.makedeps import parse_depfile
 from kernel_symbol_map.buildtree.ninjadeps import NinjaDeps, stale
+from kernel_symbol_map.cli import main
+from kernel_symbol_map.errors import BuildTreeError
 
 
 def write_ninja_deps(path: Path, records: list[tuple[str, int, list[str]]], version: int = 4) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kernel_symbol_map import read_kernels
-from kernel_symbol_map.readers._blob import Blob
 from kernel_symbol_map.errors import FormatError
+from kernel_symbol_map.readers._blob import Blob
 
 
 def test_gnu_long_member_names(cuda_corpus: dict[str, Path], tmp_path: Path) -> None:

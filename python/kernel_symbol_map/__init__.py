@@ -24,8 +24,8 @@ _LAZY = {
 
 if TYPE_CHECKING:  # the names below, for type checkers; at run time __getattr__ imports them
     from .consumer.kernelmap import KernelMap, load  # noqa: F401
-    from .readers.devicecode import Result, read_kernels  # noqa: F401
     from .errors import FormatError, KernelSymbolMapError, ToolError  # noqa: F401
+    from .readers.devicecode import Result, read_kernels  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:

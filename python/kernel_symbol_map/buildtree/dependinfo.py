@@ -15,8 +15,8 @@ from pathlib import Path
 
 import regex
 
-from .compdb import absolute
 from ..errors import BuildTreeError
+from .compdb import absolute
 
 _SET = regex.compile(r"set\(\s*(\w+)((?:\s+\"(?:[^\"\\]|\\.)*\")*)\s*\)", regex.S)
 _QUOTED = regex.compile(r"\"((?:[^\"\\]|\\.)*)\"")

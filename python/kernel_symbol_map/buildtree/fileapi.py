@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._jsonmodel import convert
 from ..errors import BuildTreeError
+from ._jsonmodel import convert
 
 CLIENT = "client-kernel_symbol_map"
 QUERY = {

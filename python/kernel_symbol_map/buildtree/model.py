@@ -22,8 +22,8 @@ import regex
 
 from .._statefile import memoised
 from .._version import __version__
-from . import compdb, dependinfo, fileapi, generatorfiles, pairing, unity
 from ..errors import BuildTreeError
+from . import compdb, dependinfo, fileapi, generatorfiles, pairing, unity
 from .makedeps import read_cmake_scan, read_depfile
 from .ninjadeps import NinjaDeps, stale
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .compdb import absolute
 from ..errors import BuildTreeError
+from .compdb import absolute
 from .fileapi import Reply, Target
 
 PACKAGE_LISTS = Path(".kernel_symbol_map") / "targets"

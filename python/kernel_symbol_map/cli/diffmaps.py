@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from collections import defaultdict
-
 from typing import TYPE_CHECKING
 
 from ._output import EXIT_OK

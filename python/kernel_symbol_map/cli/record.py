@@ -21,7 +21,6 @@ from .. import mapformat
 from ._output import UsageError, warning
 
 
-
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "record",

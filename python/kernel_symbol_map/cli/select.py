@@ -66,8 +66,16 @@ def run(args: argparse.Namespace) -> int:
     from ..consumer import changes
     from ..consumer.canonical import Canonical
     from ..consumer.recordings import read_each
-    from ..consumer.selection import (MAP_COMMIT_MISSING, MAP_UNREADABLE, NO_MAP, Options, StaticRules,
-                                      all_tests, everything, select)
+    from ..consumer.selection import (
+        MAP_COMMIT_MISSING,
+        MAP_UNREADABLE,
+        NO_MAP,
+        Options,
+        StaticRules,
+        all_tests,
+        everything,
+        select,
+    )
 
     rules = StaticRules.read(args.rules) if args.rules else None
     recordings, unreadable = read_each(args.recordings, args.recordings_commit)

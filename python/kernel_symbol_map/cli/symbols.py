@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
 from ..buildtree.toolchain import find_cuobjdump

@@ -28,8 +28,8 @@ import json
 import os
 import subprocess
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 

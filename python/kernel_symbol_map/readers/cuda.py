@@ -5,7 +5,7 @@ from __future__ import annotations
 import regex
 
 from ._blob import Blob
-from .elf import EM_CUDA, STT_FUNC, SHT_SYMTAB, SHN_UNDEF, ElfFile
+from .elf import EM_CUDA, SHN_UNDEF, SHT_SYMTAB, STT_FUNC, ElfFile
 
 STO_CUDA_ENTRY = 0x10
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 import regex
 
+from ..errors import FormatError, ToolError
 from . import cuda
 from ._blob import Blob, OpenFile
 from .devicecode import Result, failed, is_clang_offload_section, read_kernels, unlinked_reason
 from .elf import ElfFile, is_elf
-from ..errors import FormatError, ToolError
 
 TIMEOUT_S = 900
 NO_DEVICE_CODE = "does not contain device code"

@@ -28,10 +28,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import FormatError
 from . import archive, bitcode, cuda, fatbin, hip, offloading
 from ._blob import Blob, OpenFile
 from .elf import EM_AMDGPU, EM_CUDA, ElfFile, is_elf
-from ..errors import FormatError
 
 CUDA_SECTIONS = (".nv_fatbin", "__nv_relfatbin")  # in cuobjdump's order of preference
 HIP_SECTION = ".hip_fatbin"

@@ -90,9 +90,11 @@ def test_the_generators_files_give_the_reply_s_model(kernel_builds: dict[str, Bu
         (from_reply.source_root, from_reply.cuda_version, from_reply.cmake_version)
 
 
+@pytest.mark.parametrize("project", ["kernels", "hip"])
 @pytest.mark.parametrize("build_id", BUILD_IDS)
-def test_build_leaves_the_tree_untouched(kernel_builds: dict[str, Build], build_id: str, tmp_path: Path) -> None:
-    b = kernel_builds[build_id]
+def test_build_leaves_the_tree_untouched(request: pytest.FixtureRequest, project: str, build_id: str,
+                                         tmp_path: Path) -> None:
+    b = request.getfixturevalue({"kernels": "kernel_builds", "hip": "hip_builds"}[project])[build_id]
     out = tmp_path / "map.json.gz"
     with no_reply(b.build):
         before = snapshot(b.build)
@@ -102,7 +104,7 @@ def test_build_leaves_the_tree_untouched(kernel_builds: dict[str, Build], build_
     assert after == before
     doc = json.loads(gzip.decompress(out.read_bytes()))
     assert doc["pairing"] in ("build.ninja", "Makefile2+DependInfo") and "reason" not in doc
-    assert len(doc["objects"]) == 11
+    assert len(doc["objects"]) == {"kernels": 11, "hip": 5}[project]
     no_work(b)
 
 

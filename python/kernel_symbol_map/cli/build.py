@@ -84,6 +84,7 @@ def _summary(out: Path, size: int, stats: dict, reason: str | None, note: str = 
 
 
 def run(args: argparse.Namespace) -> int:
+    mirrors = _mirrors(args.mirror)  # usage errors first
     build_dirs = [b.resolve() for b in (args.build_dirs or build_dirs_under(args.build_root))]
     not_trees = [b for b in build_dirs if not (b / "CMakeCache.txt").is_file()]
     if not_trees and args.out is None:
@@ -94,7 +95,6 @@ def run(args: argparse.Namespace) -> int:
     out = (args.out or (build_dirs[0] / DEFAULT_OUT if build_dirs else Path(DEFAULT_OUT))).resolve()
     root = args.source_root.resolve() if args.source_root else None
     commit = mapformat.resolve_commit(args.commit, root or (build_dirs[0] if build_dirs else Path.cwd()))
-    mirrors = _mirrors(args.mirror)
     fingerprint_options = {
         "build_dirs": [str(b) for b in build_dirs], "source_root": str(root), "targets": args.targets,
         "mirrors": [[m.copy, m.original] for m in mirrors], "config": args.config,

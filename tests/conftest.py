@@ -147,28 +147,26 @@ def _build_configs() -> list[tuple[str, str, tuple[str, ...]]]:
 BUILD_IDS = [f"{label}-{gen.split()[0].lower()}" for label, gen, _ in _build_configs()]
 
 
-@pytest.fixture(scope="session")
-def kernel_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, projects.Build]:
-    """tests/projects/kernels built once per configuration, each from its own copy of the sources."""
+def _builds(tmp_path_factory: pytest.TempPathFactory, project: str, hip: bool = False) -> dict[str, projects.Build]:
+    """``project`` built once per configuration, each from its own copy of the sources."""
     cmakes = {c.label: c for c in projects.cmakes()}
     require("3.25" in cmakes and "newest" in cmakes and "x", "system CMake 3.25 and PyPI's cmake")
     builds = {}
     for label, generator, extra in _build_configs():
-        where = tmp_path_factory.mktemp(f"kernels-{label}-{generator.split()[0].lower()}")
-        b = projects.configure_and_build("kernels", where, cmakes[label], generator, *extra)
+        where = tmp_path_factory.mktemp(f"{project}-{label}-{generator.split()[0].lower()}")
+        language = toolchains.hip_cmake_args(label, where) if hip else []
+        b = projects.configure_and_build(project, where, cmakes[label], generator, *extra, *language)
         builds[b.id] = b
     return builds
+
+
+@pytest.fixture(scope="session")
+def kernel_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, projects.Build]:
+    """tests/projects/kernels, per configuration."""
+    return _builds(tmp_path_factory, "kernels")
 
 
 @pytest.fixture(scope="session")
 def hip_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, projects.Build]:
     """tests/projects/hip with CMake's HIP language (clang-15, gfx90a and gfx1030), per configuration."""
-    cmakes = {c.label: c for c in projects.cmakes()}
-    require("3.25" in cmakes and "newest" in cmakes and "x", "system CMake 3.25 and PyPI's cmake")
-    builds = {}
-    for label, generator, extra in _build_configs():
-        where = tmp_path_factory.mktemp(f"hip-{label}-{generator.split()[0].lower()}")
-        hip = toolchains.hip_cmake_args(label, where)
-        b = projects.configure_and_build("hip", where, cmakes[label], generator, *extra, *hip)
-        builds[b.id] = b
-    return builds
+    return _builds(tmp_path_factory, "hip", hip=True)

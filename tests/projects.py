@@ -7,6 +7,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import toolchains
 
@@ -88,3 +89,20 @@ def configure_and_build_at(
     if build:
         result.run_build()
     return result
+
+
+def both_models(build_dir: Path) -> tuple[Any, Any]:
+    """(the model from the file-API reply, the model read-only from the generator's files)."""
+    from unittest import mock
+
+    from kernel_symbol_map.buildtree import fileapi, model
+
+    from_reply = model.load(build_dir)
+    with mock.patch.object(fileapi, "reply_is_current", return_value=False):
+        return from_reply, model.load(build_dir)
+
+
+def model_key(tree: Any) -> list[tuple[Any, ...]]:
+    """Everything a model says about its objects, comparable between two models."""
+    return sorted((o.target, str(o.object), str(o.source), o.language, o.deps, o.error, o.device_link, o.scanned,
+                   o.unity_sources) for o in tree.objects)

@@ -22,8 +22,9 @@ those in ``skip``, so a test no recording knows is never lost.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,7 +151,7 @@ class Options:
     rules: StaticRules | None = None
     allow_empty: bool = False  # an empty change set is real: skip every test evidence clears
     whole_target: bool = False  # a changed device source reaches every kernel of its targets
-    canonical: Any = None  # a Canonical: compare paths with symlinks resolved
+    canonical: Callable[[str], str] | None = None  # a Canonical: compare paths with symlinks resolved
     external_kernels: tuple[str, ...] = ()  # regexes of kernels from outside the project (torch, cuBLAS)
 
 
@@ -163,7 +164,11 @@ def select(
     options: Options | None = None,
     unreadable: Sequence[Unreadable] = (),
 ) -> Selection:
-    options = options or Options(rules=rules)
+    """The decision for every test; ``rules`` is shorthand for ``Options(rules=...)``."""
+    if options is None:
+        options = Options(rules=rules)
+    elif rules is not None:
+        options = dataclasses.replace(options, rules=rules)
     rules = options.rules
     kmaps = [] if maps is None else [maps] if isinstance(maps, KernelMap) else list(maps)
     tests = all_tests(recordings, unreadable, rules)

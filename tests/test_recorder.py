@@ -198,3 +198,12 @@ def test_the_plugin_attributes_each_kernel_to_its_tests(pytester: pytest.Pyteste
         "test_other.py::test_d": everywhere,
     }
     assert all(r["complete"] and r["commit"] == "c1" for r in found.values())
+
+
+def test_the_plugin_refuses_to_run_under_record(tmp_path: Path) -> None:
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "record", "--step", "s", "--out",
+                           str(tmp_path / "rec"), "--", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(tmp_path / "test_x.py"), "--kernel-record", str(tmp_path / "rec2")],
+                          capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert proc.returncode != 0 and "cannot run under `kernel-symbol-map record`" in proc.stdout + proc.stderr

@@ -23,6 +23,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -163,11 +164,14 @@ def kind_name(kind: Any) -> str:
     if isinstance(kind, str):
         return kind
     name = getattr(kind, "name", None)
-    if name is None:
-        from .activity import kind_name_of_int
+    return name if name is not None else _int_kind_name(int(kind))
 
-        name = kind_name_of_int(int(kind))
-    return name
+
+@lru_cache(maxsize=None)  # once per kind, not once per record: this runs for every launch
+def _int_kind_name(kind: int) -> str:
+    from .activity import kind_name_of_int
+
+    return kind_name_of_int(kind)
 
 
 def _restart_in_child() -> None:

@@ -42,8 +42,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     folder = config.getoption("kernel_record")
-    if folder:
-        config.pluginmanager.register(KernelRecorder(config, Path(folder)), "kernel_symbol_map_recorder")
+    if not folder:
+        return
+    if os.environ.get(hook.FOLDER_VARIABLE):
+        # Both would record this process, and each would miss what the other took: never a complete step.
+        raise pytest.UsageError("--kernel-record cannot run under `kernel-symbol-map record`; use one of them")
+    config.pluginmanager.register(KernelRecorder(config, Path(folder)), "kernel_symbol_map_recorder")
 
 
 class KernelRecorder:

@@ -170,3 +170,22 @@ def kernel_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, project
 def hip_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, projects.Build]:
     """tests/projects/hip with CMake's HIP language (clang-15, gfx90a and gfx1030), per configuration."""
     return _builds(tmp_path_factory, "hip", hip=True)
+
+
+CLANG_CUDA_MODES = {  # object: clang-19 flags, beyond the CUDA 12 root and sm_80
+    "clang_default.o": [],
+    "clang_new_driver.o": ["--offload-new-driver"],
+    "clang_rdc.o": ["-fgpu-rdc"],
+    "clang_new_driver_rdc.o": ["--offload-new-driver", "-fgpu-rdc"],  # .llvm.offloading with a cubin image
+}
+
+
+@pytest.fixture(scope="session")
+def clang_cuda_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """tests/data/k.cu compiled by clang-19 as a CUDA compiler, against PyPI's CUDA 12."""
+    clang = require(toolchains.clang_hip(), "clang-19 (Debian package clang-19)")
+    out = tmp_path_factory.mktemp("clang-cuda")
+    root = toolchains.clang_cuda_root(out)
+    base = [clang, "-x", "cuda", f"--cuda-path={root}", "--cuda-gpu-arch=sm_80", "-Wno-unknown-cuda-version", "-c", "k.cu"]
+    run_all([[*base, *flags, "-o", str(out / name)] for name, flags in CLANG_CUDA_MODES.items()], cwd=DATA)
+    return {name: out / name for name in CLANG_CUDA_MODES}

@@ -103,3 +103,41 @@ def hip_cmake_args(cmake_label: str, scratch: Path) -> list[str]:
     else:
         args.append("-DCMAKE_HIP_PLATFORM=amd")
     return args
+
+
+# clang-19 as the CUDA compiler. It supports CUDA up to 12.x, and PyPI's cu12 wheels (installed by
+# scripts/setup into .venv/opt/cuda12-wheels) give headers, ptxas and libdevice, but no fatbinary;
+# CUDA 13's fatbinary takes --image3 where clang-19 passes CUDA 12's --image, so the fake toolkit
+# root gets a small adapter. clang's CUDA wrapper also includes curand_mtgp32_kernel.h: a stub.
+FATBINARY_ADAPTER = """#!{python}
+import os, re, sys
+args = []
+for a in sys.argv[1:]:
+    m = re.fullmatch(r"--image=profile=(sm|compute)_(\\w+),file=(.+)", a)
+    args.append(f"--image3=kind={{'elf' if m.group(1) == 'sm' else 'ptx'}},sm={{m.group(2)}},file={{m.group(3)}}" if m else a)
+os.execv({fatbinary!r}, [{fatbinary!r}, *args])
+"""
+
+
+def clang_cuda_root(scratch: Path) -> Path:
+    """A CUDA 12 toolkit root clang-19 accepts (--cuda-path), assembled in ``scratch`` from PyPI's cu12 wheels."""
+    from kernel_symbol_map.buildtree.toolchain import find_tool
+
+    wheels = VENV_OPT / "cuda12-wheels" / "nvidia"
+    require(str(wheels) if (wheels / "cuda_nvcc" / "bin" / "ptxas").is_file() else None, "PyPI's CUDA 12 wheels")
+    fatbinary = require(find_tool("fatbinary"), "fatbinary (CUDA 13)")
+    root = scratch / "cuda12"
+    (root / "bin").mkdir(parents=True, exist_ok=True)
+    (root / "nvvm").mkdir(exist_ok=True)
+    (root / "include").mkdir(exist_ok=True)
+    (root / "bin" / "ptxas").symlink_to(wheels / "cuda_nvcc" / "bin" / "ptxas")
+    (root / "nvvm" / "libdevice").symlink_to(wheels / "cuda_nvcc" / "nvvm" / "libdevice")
+    for folder in (wheels / "cuda_runtime" / "include", wheels / "cuda_nvcc" / "include"):
+        for item in folder.iterdir():
+            if not (root / "include" / item.name).exists():
+                (root / "include" / item.name).symlink_to(item)
+    (root / "include" / "curand_mtgp32_kernel.h").write_text("// stub: clang's CUDA wrapper includes it\n")
+    adapter = root / "bin" / "fatbinary"
+    adapter.write_text(FATBINARY_ADAPTER.format(python=sys.executable, fatbinary=fatbinary))
+    adapter.chmod(0o755)
+    return root

@@ -108,7 +108,9 @@ def hip_cmake_args(cmake_label: str, scratch: Path) -> list[str]:
 # clang-19 as the CUDA compiler. It supports CUDA up to 12.x, and PyPI's cu12 wheels (installed by
 # scripts/setup into .venv/opt/cuda12-wheels) give headers, ptxas and libdevice, but no fatbinary;
 # CUDA 13's fatbinary takes --image3 where clang-19 passes CUDA 12's --image, so the fake toolkit
-# root gets a small adapter. clang's CUDA wrapper also includes curand_mtgp32_kernel.h: a stub.
+# root gets a small adapter. clang's CUDA wrapper also includes curand_mtgp32_kernel.h: a stub. CMake
+# needs an nvcc to locate the toolkit (a stub that prints the version banner) and links cudadevrt
+# (an empty archive: no test launches kernels from the device).
 FATBINARY_ADAPTER = """#!{python}
 import os, re, sys
 args = []
@@ -140,4 +142,11 @@ def clang_cuda_root(scratch: Path) -> Path:
     adapter = root / "bin" / "fatbinary"
     adapter.write_text(FATBINARY_ADAPTER.format(python=sys.executable, fatbinary=fatbinary))
     adapter.chmod(0o755)
+    # CMake finds a clang CUDA toolkit through its nvcc: the root is nvcc's parent, the version its banner.
+    nvcc = root / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.8, V12.8.93'\n")
+    nvcc.chmod(0o755)
+    (root / "lib64").mkdir(exist_ok=True)
+    (root / "lib64" / "libcudart.so").symlink_to(wheels / "cuda_runtime" / "lib" / "libcudart.so.12")
+    (root / "lib64" / "libcudadevrt.a").write_bytes(b"!<arch>\n")  # CMake links it; nothing here uses it
     return root

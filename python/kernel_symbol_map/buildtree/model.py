@@ -27,7 +27,9 @@ from . import compdb, dependinfo, fileapi, generatorfiles, pairing, unity
 from .makedeps import read_cmake_scan, read_depfile
 from .ninjadeps import NinjaDeps, stale
 
-_CUDA_VERSION = regex.compile(r'set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)')
+# The toolkit's version first: with clang as the CUDA compiler, the compiler's own version is clang's.
+_CUDA_VERSIONS = (regex.compile(r'set\(CMAKE_CUDA_COMPILER_TOOLKIT_VERSION "([^"]+)"\)'),
+                  regex.compile(r'set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)'))
 _LANGUAGE_BY_SUFFIX = {".cu": "CUDA", ".hip": "HIP", ".c": "C"}
 
 
@@ -148,7 +150,7 @@ def load(
     objects += _device_links(build_dir, generator, built_by, config if multi else None)
 
     compiler = (reply.compilers.get("CUDA") or {}) if reply else {}
-    cuda = str(compiler.get("version", "")) or _cuda_version_from_cache(build_dir, cache)
+    cuda = _cuda_version_from_cache(build_dir, cache) or str(compiler.get("version", ""))
     inputs = _inputs(build_dir, objects, pairs)
     return BuildTree(
         build_dir=build_dir,
@@ -194,14 +196,17 @@ def _cmake_version_from_cache(cache: dict[str, str]) -> str:
 
 
 def _cuda_version_from_cache(build_dir: Path, cache: dict[str, str]) -> str:
-    """Without a reply: CMAKE_CUDA_COMPILER_VERSION from CMakeFiles/<version>/CMakeCUDACompiler.cmake."""
+    """The CUDA toolkit's version from CMakeFiles/<version>/CMakeCUDACompiler.cmake (clang's or nvcc's)."""
     found = build_dir / "CMakeFiles" / _cmake_version_from_cache(cache) / "CMakeCUDACompiler.cmake"
     try:
         text = found.read_text(errors="replace")
     except OSError:
         return ""
-    match = _CUDA_VERSION.search(text)
-    return match.group(1) if match else ""
+    for pattern in _CUDA_VERSIONS:
+        match = pattern.search(text)
+        if match:
+            return match.group(1)
+    return ""
 
 
 MULTI_CONFIG = "Ninja Multi-Config"

@@ -91,3 +91,22 @@ def test_demo_builds_the_example_wheel(capsys: pytest.CaptureFixture[str], tmp_p
     out = capsys.readouterr().out
     assert "ships cuda_ext/kernel_symbol_map.json.gz" in out
     assert "_ops: 3 objects, 4 kernels" in out and "_reduce: 1 objects, 2 kernels" in out
+
+
+def test_messages_end_their_lines_when_stdout_and_stderr_share_a_pipe(tmp_path: Path) -> None:
+    """show's NO EVIDENCE line, and build's "(up to date)" summary, never run into the next message."""
+    folder = tmp_path / "empty-build"
+    folder.mkdir()
+    (folder / "CMakeCache.txt").write_text("CMAKE_GENERATOR:INTERNAL=Ninja\n")
+    out = tmp_path / "m.json.gz"
+    ksm = [sys.executable, "-m", "kernel_symbol_map"]
+    for _ in range(2):  # the second run is the "(up to date)" one
+        merged = subprocess.run([*ksm, "build", "--build-dir", str(folder), "--out", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=True).stdout
+        lines = merged.splitlines()
+        assert any(line.startswith("kernel_symbol_map: wrote") for line in lines)
+        assert any(line.startswith("ERROR no evidence") for line in lines) and merged.endswith("\n")
+    assert "(up to date)" in merged
+    shown = subprocess.run([*ksm, "show", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           check=True).stdout
+    assert any(line.startswith("  NO EVIDENCE: ") for line in shown.splitlines()) and shown.endswith("\n")

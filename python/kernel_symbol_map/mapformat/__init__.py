@@ -33,8 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import regex
-
 from .. import _atomic
 from ..errors import MapError
 
@@ -62,7 +60,6 @@ _OBJECT_FIELDS: dict[str, type | tuple[type, ...]] = {
 
 
 BUILD_MARKER = "$BUILD"  # a path inside the i-th build folder: "$BUILD/gen/x.cu", "$BUILD1/..." for i >= 1
-_MARKED = regex.compile(r"^\$BUILD(\d*)(?=/|$)")
 
 
 def build_marker(index: int) -> str:
@@ -86,13 +83,15 @@ def spell(path: str | os.PathLike[str], source_root: str | os.PathLike[str], bui
 
 def unspell(path: str, build_dirs: Sequence[str]) -> str:
     """``path`` with its build marker replaced by the consumer's build folder, when it has that one."""
-    m = _MARKED.match(path)
-    if m is None:
+    if not path.startswith(BUILD_MARKER):
         return path
-    index = int(m.group(1) or 0)
-    if index >= len(build_dirs):
+    rest = path[len(BUILD_MARKER) :]  # string operations: no regex import on the no-op path
+    digits = len(rest) - len(rest.lstrip("0123456789"))
+    number, tail = rest[:digits], rest[digits:]
+    index = int(number or 0)
+    if (tail and not tail.startswith("/")) or index >= len(build_dirs):
         return path
-    return os.path.normpath(build_dirs[index] + path[m.end() :])
+    return os.path.normpath(build_dirs[index] + tail)
 
 
 def relpath(path: str | os.PathLike[str], source_root: str | os.PathLike[str]) -> str:

@@ -61,12 +61,14 @@ def test_kill_9_at_many_points_leaves_the_old_or_the_new_map(
     mapformat.write(old, out)
     old_bytes = out.read_bytes()
     outcomes = {"old": 0, "new": 0}
-    points = [i * 0.02 for i in range(40)]  # 0 to 0.78 s: imports, the model, reading, writing, after
+    # 0 to 0.78 s (imports, the model, reading, writing, after), then one run left to finish
+    points: list[float | None] = [i * 0.02 for i in range(40)] + [None]
     for delay in points:
         _forget_cache(b)  # so that every run reads objects and writes its cache
         proc = subprocess.Popen(_build(b, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
+        if delay is not None:
+            time.sleep(delay)
+            proc.send_signal(signal.SIGKILL)
         proc.wait()
         if out.read_bytes() == old_bytes:
             outcomes["old"] += 1
@@ -75,7 +77,8 @@ def test_kill_9_at_many_points_leaves_the_old_or_the_new_map(
         assert mapformat.problems(doc) == [] and doc["objects"] == good["objects"] and doc["commit"] == "new"
         outcomes["new"] += 1
         mapformat.write(old, out)
-    print(f"\nkill -9 at {len(points)} points: {outcomes['old']} left the old map, {outcomes['new']} the new one")
+    print(f"\nkill -9 at {len(points) - 1} points, then a run to the end: {outcomes['old']} left the old map, "
+          f"{outcomes['new']} the new one")
     assert sum(outcomes.values()) == len(points) and outcomes["old"] and outcomes["new"]
     subprocess.run(_build(b, out), check=True, capture_output=True)  # the next run cleans up after the killed ones
     assert _leftovers(out.parent, b.build / _statefile.FOLDER) == []

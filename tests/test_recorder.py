@@ -207,3 +207,21 @@ def test_the_plugin_refuses_to_run_under_record(tmp_path: Path) -> None:
                            str(tmp_path / "test_x.py"), "--kernel-record", str(tmp_path / "rec2")],
                           capture_output=True, text=True, check=False, cwd=tmp_path)
     assert proc.returncode != 0 and "cannot run under `kernel-symbol-map record`" in proc.stdout + proc.stderr
+
+
+def test_memory_stays_bounded_on_a_launch_bound_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Millions of launches must not mean millions of waiting records; none is lost, and none misattributed."""
+    from kernel_symbol_map.recorder import process
+
+    monkeypatch.setattr(process, "_UNMATCHED_LIMIT", 64)
+    plain = ProcessRecorder(tmp_path, "step")  # `record`: nothing pushed
+    plain.take([SimpleNamespace(kind="CONCURRENT_KERNEL", name=f"_Z1k{i % 3}v", correlation_id=i) for i in range(1000)])
+    assert not plain._pending and plain.kernels == {"step": {"_Z1k0v", "_Z1k1v", "_Z1k2v"}}
+    tests = ProcessRecorder(tmp_path, "scope::")  # the plugin: a test pushed, other threads launch too
+    ext = tests.external_id("test_a")
+    tests.take([SimpleNamespace(kind="CONCURRENT_KERNEL", name=f"_Z1w{i}v", correlation_id=i) for i in range(200)])
+    tests.take([SimpleNamespace(kind="EXTERNAL_CORRELATION", correlation_id=1000, external_id=ext),
+                SimpleNamespace(kind="CONCURRENT_KERNEL", name="_Z1av", correlation_id=1000)])
+    assert len(tests._pending) <= 64 and tests.kernels["test_a"] == {"_Z1av"}
+    tests.finish()
+    assert len(tests.kernels["scope::"]) == 200  # every worker launch, conservatively every test's

@@ -31,7 +31,7 @@ from .. import _atomic
 from .hook import SCOPE_VARIABLE
 
 KERNEL_KINDS = ("CONCURRENT_KERNEL", "KERNEL")
-_UNMATCHED_LIMIT = 1 << 20  # external-id records kept while waiting for their kernel
+_UNMATCHED_LIMIT = 1 << 20  # records kept while waiting for their partner: memory stays bounded
 _FORK_HOOKED = False
 
 
@@ -144,10 +144,15 @@ class ProcessRecorder:
                 kind = kind_name(a.kind)
                 if kind in KERNEL_KINDS:
                     ext = self._external.pop(a.correlation_id, None)
-                    if ext is None:
-                        self._pending[a.correlation_id] = a.name
-                    else:
+                    if ext is not None:
                         self.kernels[self.scopes.get(ext, self.default_scope)].add(a.name)
+                    elif not self.scopes:  # `record`: nothing is ever pushed, so nothing waits
+                        self.kernels[self.default_scope].add(a.name)
+                    else:
+                        self._pending[a.correlation_id] = a.name
+                        if len(self._pending) > _UNMATCHED_LIMIT:  # launches from threads with no test: every test
+                            for corr in sorted(self._pending)[: _UNMATCHED_LIMIT // 2]:
+                                self.kernels[self.default_scope].add(self._pending.pop(corr))
                 elif kind == "EXTERNAL_CORRELATION":
                     name = self._pending.pop(a.correlation_id, None)
                     if name is None:

@@ -88,22 +88,19 @@ class KernelMap:
     def backend(self) -> str:
         return self.document.get("backend", "cuda")
 
-    @property
+    @cached_property
     def reason(self) -> str | None:
-        """Why the map holds no evidence, or None when it does.
+        """Why the map holds no evidence, or None when it does (computed once: every reach asks).
 
-        ``load`` already rejects maps that break the fail-closed rules; they are
-        checked again here so that a document built in memory is held to them too.
+        ``load`` already rejects maps that break the fail-closed rules; the
+        same rules from :mod:`mapformat` hold a document built in memory too.
         """
         doc = self.document
         if "reason" in doc:
             return doc["reason"]
-        if doc.get("incomplete"):
-            return "the map says it is incomplete"
-        if doc.get("errors"):
-            return f"the map lists {len(doc['errors'])} errors"
-        if any("error" in o for o in doc["objects"]):
-            return "an object of the map carries an error"
+        broken = mapformat.fail_closed_problems(doc)
+        if broken:
+            return broken[0]
         if not doc["objects"]:
             return "the map lists no objects"
         return None

@@ -186,14 +186,20 @@ def merge(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     merged["incomplete"] = False
     if problems:
         merged.update(incomplete=True, objects=[], reason="; ".join(problems))
-    merged["stats"] = {
-        "objects": len(merged["objects"]),
-        "device_objects": sum(1 for o in merged["objects"] if o["device"]),
-        "symbols": sum(len(o["symbols"]) for o in merged["objects"]),
-        "errors": len(merged["errors"]),
-        "merged_from": len(documents),
-    }
+    merged["stats"] = {**stats(merged["objects"], merged["errors"]), "merged_from": len(documents)}
     return merged
+
+
+def stats(objects: list[dict[str, Any]], errors: list[dict[str, Any]]) -> dict[str, int]:
+    """The counts a map's ``stats`` holds, for ``build`` and ``merge`` alike."""
+    return {
+        "objects": len(objects),
+        "device_objects": sum(1 for e in objects if e["device"]),
+        "objects_with_symbols": sum(1 for e in objects if e["symbols"]),
+        "symbols": sum(len(e["symbols"]) for e in objects),
+        "errors": len(errors),
+        "cuobjdump_errors": len(errors),  # the seed's name for the same count
+    }
 
 
 def encode(document: dict[str, Any], chunk: int = 64) -> bytes:
@@ -296,15 +302,23 @@ def problems(document: Any) -> list[str]:
         value = document.get(key)
         if value is not None and not (isinstance(value, list) and all(isinstance(t, str) for t in value)):
             found.append(f"field {key!r} is not a list of strings")
-    if document["incomplete"]:
+    return found + fail_closed_problems(document)
+
+
+def fail_closed_problems(document: dict[str, Any]) -> list[str]:
+    """The schema's conditional rules: an incomplete map says why and lists no objects; a complete
+    one has no errors and no object with an error. ``KernelMap`` holds in-memory documents to them too."""
+    found = []
+    objects = document.get("objects") or []
+    if document.get("incomplete"):
         if not isinstance(document.get("reason"), str):
             found.append("an incomplete map must say why in 'reason'")
-        if document["objects"]:
-            found.append(f"an incomplete map must list no objects, this one lists {len(document['objects'])}")
+        if objects:
+            found.append(f"an incomplete map must list no objects, this one lists {len(objects)}")
     else:
-        if document["errors"]:
+        if document.get("errors"):
             found.append(f"a complete map must have no 'errors', this one has {len(document['errors'])}")
-        with_error = [i for i, o in enumerate(document["objects"]) if isinstance(o, dict) and "error" in o]
+        with_error = [i for i, o in enumerate(objects) if isinstance(o, dict) and "error" in o]
         if with_error:
             found.append(f"a complete map must have no object with an 'error', objects[{with_error[0]}] has one")
     return found

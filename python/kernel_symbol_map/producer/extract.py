@@ -175,15 +175,7 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     elif not trees or not objects:
         document["reason"] = "no compiled objects in the build tree"
     seconds = 0.0 if mapformat.source_date_epoch() is not None else round(time.perf_counter() - started, 2)
-    document["stats"] = {
-        "objects": len(objects),
-        "device_objects": sum(1 for e in objects if e["device"]),
-        "objects_with_symbols": sum(1 for e in objects if e["symbols"]),
-        "symbols": sum(len(e["symbols"]) for e in objects),
-        "errors": len(errors),
-        "cuobjdump_errors": len(errors),  # the seed's name for the same count
-        "seconds": seconds,
-    }
+    document["stats"] = {**mapformat.stats(objects, errors), "seconds": seconds}
     inputs = [p for t in trees for p in t.inputs]
     deps = sorted({d for t in trees for o in t.objects for d in o.deps})
     return Extraction(document, inputs, deps)

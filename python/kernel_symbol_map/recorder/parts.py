@@ -42,17 +42,19 @@ def read_parts(folder: Path) -> tuple[list[Part], list[str]]:
                               {str(k): tuple(v) for k, v in data["kernels"].items()}))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RecordingError(f"{path}: not a recorder part file ({e})") from None
-    written = {p.token for p in parts}
-    died = sorted(p.stem for p in folder.glob("*.started") if p.stem not in written)
-    return parts, died
+    return parts, _unwritten(folder)
+
+
+def _unwritten(folder: Path) -> list[str]:
+    """Tokens of processes that started but wrote no part file (by file names alone)."""
+    return sorted(p.stem for p in folder.glob("*.started") if not (folder / f"{p.stem}.json").exists())
 
 
 def wait_for_stragglers(folder: Path, seconds: float = 10.0) -> None:
     """Give processes that outlive the command (multiprocessing's resource tracker) time to write their part."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        _, missing = read_parts(folder)
-        if not any(_alive(folder / f"{token}.started") for token in missing):
+        if not any(_alive(folder / f"{token}.started") for token in _unwritten(folder)):
             return
         time.sleep(0.05)
 

@@ -67,6 +67,23 @@ def test_rewritten_in_place_with_a_new_mtime(util_object: tuple[Build, Path], tm
     assert _symbols(_map(b, tmp_path / "b.json.gz"), "csrc/a/util.cu") == [NEW.decode()]
 
 
+@pytest.mark.parametrize("util_object", ["3.25-ninja"], indirect=True)
+def test_rewritten_in_place_with_its_mtime_put_back(util_object: tuple[Build, Path], tmp_path: Path) -> None:
+    """``cp -p`` onto an object: same path, size, mtime and inode; only the ctime tells, and it must."""
+    b, obj = util_object
+    assert _symbols(_map(b, tmp_path / "a.json.gz"), "csrc/a/util.cu") == [OLD.decode()]
+    st = obj.stat()
+    with obj.open("r+b") as f:
+        data = f.read().replace(OLD, NEW)
+        f.seek(0)
+        f.write(data)
+    os.utime(obj, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = obj.stat()
+    assert (now.st_size, now.st_mtime_ns, now.st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
+    assert now.st_ctime_ns != st.st_ctime_ns
+    assert _symbols(_map(b, tmp_path / "b.json.gz"), "csrc/a/util.cu") == [NEW.decode()]
+
+
 @pytest.mark.parametrize("damage", ["garbage", "edited"])
 def test_a_corrupt_cache_never_changes_the_map(
     kernel_builds: dict[str, Build], tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str

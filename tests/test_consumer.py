@@ -252,3 +252,24 @@ def test_changed_files_from_git_diff(tmp_path: Path) -> None:
     git("commit", "-qm", "base")
     (tmp_path / "csrc" / "a.cu").write_text("2\n")
     assert changed_files(tmp_path, ["HEAD"], tmp_path).paths == ("csrc/a.cu",)
+
+
+def test_a_test_no_recording_knows_always_runs(kmap: KernelMap) -> None:
+    """A rules file may name a test that no recording knows: with nothing recorded, it is never skipped."""
+    from kernel_symbol_map.consumer.selection import StaticRules
+
+    rules = StaticRules.parse({"rules": [{"paths": ["csrc/**"], "tests": ["test_unrecorded"]}]})
+    s = select(kmap, RECORDINGS, [HEADER], rules)
+    decided = {d.test: (d.run, d.reason) for d in s.decisions}
+    assert s.fallback is None and decided["test_unrecorded"] == (True, "recording-incomplete")
+    assert decided["test_gemm"] == (False, "not-reached")
+
+
+def test_each_build_marker_resolves_to_its_own_folder() -> None:
+    from kernel_symbol_map.mapformat import unspell
+
+    folders = ["/b0", "/b1", "/b2"]
+    assert [unspell(p, folders) for p in ("$BUILD/x.cu", "$BUILD1/x.cu", "$BUILD2/gen/y.cu")] == \
+        ["/b0/x.cu", "/b1/x.cu", "/b2/gen/y.cu"]
+    assert unspell("$BUILD3/x.cu", folders) == "$BUILD3/x.cu"  # a folder the consumer does not have
+    assert unspell("$BUILDING/x.cu", folders) == "$BUILDING/x.cu"  # not a marker at all

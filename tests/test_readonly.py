@@ -144,3 +144,29 @@ def test_no_exact_model_fails_closed_and_says_how_to_get_one(tmp_path: Path) -> 
     doc = json.loads(gzip.decompress((tmp_path / "m.json.gz").read_bytes()))
     assert doc["incomplete"] and not doc["objects"]
     assert "build.ninja" in doc["reason"] and "--reconfigure" in doc["reason"]
+
+
+ODD_NAMES = """
+cmake_minimum_required(VERSION 3.25)
+project(odd LANGUAGES CXX)
+add_library(ops.v2 STATIC a.cpp)
+add_library(k++ STATIC b.cpp)
+"""
+
+
+@pytest.mark.parametrize("label", ["3.25", "newest"])
+@pytest.mark.parametrize("generator", ["Ninja", "Unix Makefiles"])
+def test_target_names_with_dots_and_pluses(tmp_path: Path, label: str, generator: str) -> None:
+    """CMake encodes such names in ninja rule names (``ops.2ev2``, ``k.2b.2b``): the model decodes them."""
+    cmake = next((c for c in projects.cmakes() if c.label == label), None)
+    require(cmake, f"CMake {label}")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "CMakeLists.txt").write_text(ODD_NAMES)
+    (source / "a.cpp").write_text("int a() { return 1; }\n")
+    (source / "b.cpp").write_text("int b() { return 2; }\n")
+    b = projects.configure_and_build_at(source, tmp_path / "build", cmake, generator)
+    from_reply, from_generator = both_models(b.build)
+    assert {o.target for o in from_generator.objects} == {"ops.v2", "k++"}
+    assert model_key(from_generator) == model_key(from_reply)
+    assert all(o.error is None for o in from_generator.objects)

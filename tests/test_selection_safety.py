@@ -237,11 +237,16 @@ def _broken(doc: dict[str, Any], how: str) -> dict[str, Any]:
         doc["objects"][0]["error"] = "unreadable"
     elif how == "incomplete without a reason":
         doc.update(incomplete=True, objects=[])
+    elif how == "a dep that is not a string":
+        doc["objects"][0]["deps"].append(7)
+    elif how == "a symbol that is not a string":
+        doc["objects"][-1]["symbols"].insert(0, None)
     return doc
 
 
 @pytest.mark.parametrize("how", ["incomplete, objects left in", "a top-level errors list",
-                                 "an object with an error", "incomplete without a reason"])
+                                 "an object with an error", "incomplete without a reason",
+                                 "a dep that is not a string", "a symbol that is not a string"])
 def test_a_map_that_breaks_the_fail_closed_rules_is_never_evidence(built: Built, tmp_path: Path, how: str) -> None:
     from kernel_symbol_map import mapformat
 

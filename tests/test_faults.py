@@ -163,31 +163,97 @@ def _tool() -> str:
     return f"{__version__}/native"
 
 
-def test_mapping_while_ninja_still_compiles_fails_closed(
-    kernel_builds: dict[str, Build], good: dict[str, Any], tmp_path: Path
-) -> None:
-    b = kernel_builds["3.25-ninja"]
-    for source in ("csrc/ops/activation.cu", "csrc/attention/attn.cu", "csrc/core/gemm.cu"):
-        (b.source / source).touch()
-    ninja = subprocess.Popen([b.cmake.ninja, "-C", str(b.build), "-j", "1"], stdout=subprocess.DEVNULL)
-    seen = {"complete": 0, "failed closed": 0}
+# A compiler launcher that stops ninja at the two moments a map must never trust: the object half
+# written, then whole but not yet in .ninja_deps. Each stop is announced by a file and held until
+# the test creates the next gate, so the test maps at exactly those moments, whatever the load.
+LAUNCHER = r"""#!/usr/bin/env python3
+import os, subprocess, sys, time
+args = sys.argv[1:]
+gates = os.environ.get("KSM_TEST_GATES")
+if not gates:
+    sys.exit(subprocess.call(args))
+out = args[args.index("-o") + 1]
+args[args.index("-o") + 1] = out + ".whole"
+code = subprocess.call(args)
+if code:
+    sys.exit(code)
+def stop(name):
+    open(os.path.join(gates, name + ".reached"), "w").close()
+    deadline = time.monotonic() + 600
+    while not os.path.exists(os.path.join(gates, name + ".go")):
+        if time.monotonic() > deadline:
+            sys.exit("launcher: no go for " + name)
+        time.sleep(0.02)
+data = open(out + ".whole", "rb").read()
+with open(out, "wb") as f:
+    f.write(data[: len(data) // 2])
+stop("half")
+with open(out, "wb") as f:
+    f.write(data)
+os.unlink(out + ".whole")
+stop("whole")
+"""
+
+GATED = """
+cmake_minimum_required(VERSION 3.25)
+project(gated LANGUAGES CUDA)
+add_library(gated STATIC k.cu other.cu)
+"""
+
+
+def _wait_for(path: Path, ninja: subprocess.Popen[bytes]) -> None:
+    while not path.exists():
+        assert ninja.poll() is None, "ninja ended before the launcher reached its gate"
+        time.sleep(0.02)
+
+
+def test_mapping_while_ninja_still_compiles_fails_closed(tmp_path: Path) -> None:
+    """Forced, not hoped for: a half-written object, then a whole one ninja has not recorded yet."""
+    import projects
+    from toolchains import require
+
+    cmake = next((c for c in projects.cmakes() if c.label == "3.25"), None)
+    require(cmake, "system CMake 3.25")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "CMakeLists.txt").write_text(GATED)
+    (source / "k.cu").write_text("__global__ void gated_kernel(int* x) { x[0] = 1; }\n")
+    (source / "other.cu").write_text("__global__ void other_kernel(int* x) { x[0] = 2; }\n")
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(LAUNCHER)
+    launcher.chmod(0o755)
+    b = projects.configure_and_build_at(source, tmp_path / "build", cmake, "Ninja",
+                                        f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher}")
+    obj = b.build / "CMakeFiles" / "gated.dir" / "k.cu.o"
+    before = _decode_map(b, tmp_path / "before.json.gz")
+    assert before["objects"] and not before["incomplete"]
+
+    (source / "k.cu").write_text("__global__ void gated_kernel(int* x) { x[0] = 3; }\n")
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    ninja = subprocess.Popen([b.cmake.ninja, "-C", str(b.build), "-j", "1"], stdout=subprocess.DEVNULL,
+                             env=dict(os.environ, KSM_TEST_GATES=str(gates)))
     try:
-        i = 0
-        while ninja.poll() is None:
-            out = tmp_path / f"during-{i}.json.gz"
-            subprocess.run(_build(b, out, "--no-cache"), check=True, capture_output=True)
-            doc = _decode(out)
-            if doc["objects"]:
-                assert doc["objects"] == good["objects"]  # never an object read half-written, or as empty
-                seen["complete"] += 1
-            else:
-                assert doc["incomplete"] and doc["errors"] and doc["reason"]
-                seen["failed closed"] += 1
-            i += 1
+        for stage in ("half", "whole"):
+            _wait_for(gates / f"{stage}.reached", ninja)
+            if stage == "half":
+                assert 0 < obj.stat().st_size < (obj.with_name("k.cu.o.whole")).stat().st_size
+            during = _decode_map(b, tmp_path / f"{stage}.json.gz")
+            assert during["incomplete"] and during["objects"] == [] and during["reason"], stage
+            assert [e["object"] for e in during["errors"]] == ["CMakeFiles/gated.dir/k.cu.o"], during["errors"]
+            (gates / f"{stage}.go").touch()
+        assert ninja.wait() == 0
     finally:
+        for stage in ("half", "whole"):
+            (gates / f"{stage}.go").touch()
         ninja.wait()
-    print(f"\nmapped {sum(seen.values())} times during the build: {seen}")
-    assert sum(seen.values()) >= 2  # whether a run lands in an object's few unsafe milliseconds is timing
-    final = tmp_path / "final.json.gz"
-    subprocess.run(_build(b, final, "--no-cache"), check=True, capture_output=True)
-    assert _decode(final)["objects"] == good["objects"]
+    after = _decode_map(b, tmp_path / "after.json.gz")
+    assert not after["incomplete"] and [o["symbols"] for o in after["objects"]] == \
+        [o["symbols"] for o in before["objects"]]
+
+
+def _decode_map(b: Build, out: Path) -> dict[str, Any]:
+    proc = subprocess.run([*KSM, "build", "--build-dir", str(b.build), "--out", str(out), "--commit", "c"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    return _decode(out)

@@ -116,16 +116,36 @@ def test_a_bad_command_is_a_usage_error(tmp_path: Path) -> None:
     assert proc.returncode == 2 and proc.stderr.startswith("ERROR cannot run") and "Traceback" not in proc.stderr
 
 
-def test_the_hook_costs_microseconds_when_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_hook_costs_one_lookup_when_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted, not timed: with recording off, the line makes only the environment lookup's calls."""
     line = PTH.read_text().strip()
     assert line.startswith("import ") and "\n" not in line  # site runs an `import` line of a .pth
     monkeypatch.delenv(hook.FOLDER_VARIABLE, raising=False)
     code = compile(line, str(PTH), "exec")
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event in ("call", "c_call"):
+            calls.append(getattr(arg, "__qualname__", None) or frame.f_code.co_qualname)
+
+    exec(code, {})  # `import os` is already done; count the steady state, as every start after site's
+    sys.setprofile(profile)
+    try:
+        exec(code, {})
+    finally:
+        sys.setprofile(None)
+    lookup: list[str] = []
+    sys.setprofile(lambda frame, event, arg: lookup.append(getattr(arg, "__qualname__", None) or
+                                                         frame.f_code.co_qualname) if event in ("call", "c_call") else None)
+    try:
+        os.environ.get(hook.FOLDER_VARIABLE)
+    finally:
+        sys.setprofile(None)
+    # exec, the .pth line's own code, then exactly what one os.environ.get costs: nothing is imported or started
+    assert calls[:-1] == ["exec", "<module>", *lookup[:-1]], (calls, lookup)
     runs = 100_000
-    seconds = timeit.timeit(lambda: exec(code, {}), number=runs)
-    per_start_us = seconds / runs * 1e6
-    print(f"\n.pth hook, recording off: {per_start_us:.2f} us per interpreter start")
-    assert per_start_us < 20
+    seconds = timeit.timeit(lambda: exec(code, {}), number=runs)  # a figure for the README, never asserted
+    print(f"\n.pth hook, recording off: {seconds / runs * 1e6:.2f} us per interpreter start, calls {calls}")
     out = subprocess.run([sys.executable, "-c", "import sys; print(any(m.split('.')[0] == 'kernel_symbol_map' for m in sys.modules))"],
                          capture_output=True, text=True, check=True, env={k: v for k, v in os.environ.items()
                                                                            if k != hook.FOLDER_VARIABLE})

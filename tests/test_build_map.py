@@ -279,6 +279,6 @@ def test_show(kernel_builds: dict[str, Build], tmp_path: Path, capsys: pytest.Ca
     capsys.readouterr()
     assert main(["show", str(tmp_path / f"{b.id}.json.gz")]) == 0
     out = capsys.readouterr().out
-    assert "attention: 1 objects, 3 kernels" in out
+    assert "attention: 1 object, 3 kernels" in out
     assert "csrc/ops/activation.cu: 2 kernels" in out and "include/kernels/shared_kernel.cuh" in out
     assert "csrc/host_only.cpp (host): 0 kernels" in out

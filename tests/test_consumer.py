@@ -208,7 +208,7 @@ def test_load_from_wheel_and_installed_package(map_file: Path, tmp_path: Path, m
     (site / "kernel_pkg" / "kernel_symbol_map.json.gz").write_bytes(map_file.read_bytes())
     monkeypatch.syspath_prepend(str(site))
     assert load("kernel_pkg").kernels_for(HEADER).status == "kernels"
-    with pytest.raises(MapError, match="no such file, wheel or installed package"):
+    with pytest.raises(MapError, match="no installed package of that name ships one"):
         load("no_such_package_here")
 
 
@@ -223,7 +223,9 @@ def test_diff_between_maps(map_file: Path, tmp_path: Path, capsys: pytest.Captur
     new.write_bytes(gzip.compress(json.dumps(doc).encode()))
     assert main(["diff", str(map_file), str(new), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["added"] == ["_Z9new_kernelv"] and result["removed"] == [GEMM]
+    assert result["schema"] == "kernel-symbol-map/diff/2"
+    assert result["added"] == [{"symbol": "_Z9new_kernelv", "sources": ["csrc/core/gemm.cu"]}]
+    assert result["removed"] == [{"symbol": GEMM, "sources": ["csrc/core/gemm.cu"]}]
     assert result["moved"] == [{"symbol": "_Z13util_a_kernelPi", "from": ["csrc/a/util.cu"], "to": ["csrc/a/util_renamed.cu"]}]
 
 
@@ -234,7 +236,7 @@ def test_select_cli_text(map_file: Path, tmp_path: Path, capsys: pytest.CaptureF
                  "--changed", HEADER]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("RUN  test_activation: launched 2 reached kernels")
-    assert out[2].startswith("SKIP test_gemm:") and out[-1] == "2 of 3 tests to run"
+    assert out[2].startswith("SKIP test_gemm:") and out[-1] == "2 of 3 known tests to run; any test no recording knows runs too"
 
 
 def test_changed_files_from_git_diff(tmp_path: Path) -> None:

@@ -366,7 +366,7 @@ def test_corrupt_map_and_truncated_recording_run_everything(built: Built, tmp_pa
     rec = recorded(tmp_path, built.commit, everyone(built))
     proc = ksm("select", "--map", str(corrupt), "--recordings", str(rec), "--changed", "csrc/a2.cu")
     assert proc.returncode == 0 and "map-unreadable" in proc.stdout and "Traceback" not in proc.stderr
-    assert proc.stdout.splitlines()[-1] == "4 of 4 tests to run"
+    assert proc.stdout.splitlines()[-1] == "every test runs (map-unreadable); 4 known to the recordings"
     assert ksm("select", "--map", str(corrupt), "--recordings", str(rec), "--changed", "x", "--strict").returncode == 1
     truncated = tmp_path / "test_b.txt"
     truncated.write_bytes(f"# test=test_b\n{B_K}\n{SH_I}\n# end records=2 uni".encode())

@@ -46,5 +46,9 @@ class MapError(KernelSymbolMapError):
     """A map file is not a valid version-1 kernel symbol map."""
 
 
+class MapNotFound(MapError):
+    """No map where the caller pointed: no such file or folder, a wheel or package that ships none."""
+
+
 class RecordingError(KernelSymbolMapError):
     """A kernel recording cannot be read; the message names the file and line."""

@@ -193,6 +193,8 @@ def refresh(build_dir: Path) -> list[str]:
 def read_cmake_cache(build_dir: Path) -> dict[str, str]:
     """``NAME:TYPE=VALUE`` lines of CMakeCache.txt."""
     path = build_dir / "CMakeCache.txt"
+    if not build_dir.is_dir():
+        raise BuildTreeError(f"{build_dir}: no such folder")
     try:
         text = path.read_text(errors="replace")
     except OSError as e:

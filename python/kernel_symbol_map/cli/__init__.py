@@ -7,6 +7,7 @@ Each subcommand lives in its own module with ``populate_parser`` and ``run``;
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Sequence
 
@@ -55,8 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if hasattr(sys.stdout, "reconfigure"):  # each line as it happens, also in a CI log's pipe
+        sys.stdout.reconfigure(line_buffering=True)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    with _output.reporting_errors() as status:
+        _check_options(parser, args_list)  # a mistyped flag is named before argparse asks for required ones
+    if status.code:
+        return status.code
+    args = parser.parse_args(args_list)
     if args.cmake_dir or args.cmake_include:
         with _output.reporting_errors() as status:
             print(cmake_include() if args.cmake_include else cmake_dir())
@@ -67,3 +75,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     with _output.reporting_errors() as status:
         status.code = args.run(args)
     return status.code
+
+
+def _check_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An unknown ``--option`` of the chosen subcommand is a usage error that suggests the closest one."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = next((a for a in argv if not a.startswith("-")), None)
+    chosen = sub.choices.get(command) if command else None
+    known = set(parser._option_string_actions) | (set(chosen._option_string_actions) if chosen else set())
+    for arg in argv[: argv.index("--")] if "--" in argv else argv:
+        if arg.startswith("--") and arg.split("=", 1)[0] not in known:
+            name = arg.split("=", 1)[0]
+            close = difflib.get_close_matches(name, sorted(k for k in known if k.startswith("--")), n=1)
+            where = f"{command} " if chosen else ""
+            raise _output.UsageError(f"{where}has no option {name}",
+                                     f"did you mean {close[0]}?" if close else f"kernel-symbol-map {where}--help")

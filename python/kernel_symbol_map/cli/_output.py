@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import KernelSymbolMapError
 
@@ -24,6 +26,17 @@ def _use_colour() -> bool:
 def _say(prefix: str, colour: str, message: str) -> None:
     label = f"\33[{colour}m{prefix}\33[0m" if _use_colour() else prefix
     print(f"{label} {message}", file=sys.stderr)
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 object``, ``2 objects``: counts people read."""
+    return f"{count} {noun if count == 1 else (many or noun + 's')}"
+
+
+def write_json(schema: str, payload: dict[str, Any]) -> None:
+    """Machine output: one JSON document on stdout, versioned by ``schema`` (``kernel-symbol-map/<what>/<n>``)."""
+    json.dump({"schema": schema, **payload}, sys.stdout, indent=1)
+    sys.stdout.write("\n")
 
 
 def error(message: str) -> None:

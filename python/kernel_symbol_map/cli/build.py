@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import mapformat
 from .._version import __version__
 from ..producer import cache
-from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, tip
+from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, plural, tip, write_json
 
 if TYPE_CHECKING:
     from ..producer.mirrors import Mirror
 
 DEFAULT_OUT = "kernel_symbol_map.json.gz"
+JSON_SCHEMA = "kernel-symbol-map/build/1"
 INSIDE_BUILD_ENV = "KERNEL_SYMBOL_MAP_INSIDE_BUILD"  # set by the CMake package's command
 
 
@@ -59,6 +61,7 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--reconfigure", action="store_true",
                    help="re-run the project's CMake configure when no file-API reply is current (by default "
                    "build never runs it: targets then come from build.ninja or the Makefiles)")
+    p.add_argument("--json", action="store_true", help=f"the summary, machine-readable ({JSON_SCHEMA})")
     p.add_argument("--inside-build", action="store_true", default=bool(os.environ.get(INSIDE_BUILD_ENV)),
                    help=argparse.SUPPRESS)  # set by the CMake package: never re-run CMake
     p.set_defaults(run=run)
@@ -72,13 +75,18 @@ def build_dirs_under(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def _summary(out: Path, size: int, stats: dict, reason: str | None, note: str = "") -> None:
-    print(
-        f"kernel_symbol_map: wrote {out} ({size // 1024} KiB): {stats['objects']} objects, "
-        f"{stats['device_objects']} device objects, {stats['symbols']} symbols, "
-        f"{stats['errors']} errors, {stats['seconds']} s{note}",
-        flush=True,
-    )
+def _summary(args: argparse.Namespace, out: Path, size: int, stats: dict, reason: str | None,
+             up_to_date: bool = False) -> None:
+    if args.json:
+        write_json(JSON_SCHEMA, {"out": str(out), "bytes": size, "up_to_date": up_to_date, "evidence": not reason,
+                                 "reason": reason, "stats": stats})
+    else:
+        print(
+            f"kernel_symbol_map: wrote {out} ({size // 1024} KiB): {plural(stats['objects'], 'object')}, "
+            f"{plural(stats['device_objects'], 'device object')}, {plural(stats['symbols'], 'symbol')}, "
+            f"{plural(stats['errors'], 'error')}, {stats['seconds']} s{' (up to date)' if up_to_date else ''}",
+            flush=True,
+        )
     if reason:
         error(f"no evidence in {out}: {reason}")
 
@@ -89,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
     not_trees = [b for b in build_dirs if not (b / "CMakeCache.txt").is_file()]
     if not_trees and args.out is None:
         # Never litter a folder that is not a build tree; exit as the seed does (0), unless --strict.
-        error(f"{not_trees[0]}: not a CMake build tree (no CMakeCache.txt); no map written "
-              "(--out writes one that says why)")
+        what = "no such folder" if not not_trees[0].exists() else "not a CMake build tree (no CMakeCache.txt)"
+        error(f"{not_trees[0]}: {what}; no map written (--out writes one that says why)")
         return EXIT_INPUT if args.strict else EXIT_OK
     out = (args.out or (build_dirs[0] / DEFAULT_OUT if build_dirs else Path(DEFAULT_OUT))).resolve()
     root = args.source_root.resolve() if args.source_root else None
@@ -105,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     if use_cache:
         last = cache.up_to_date(build_dirs[0], tool, fingerprint_options, out)
         if last is not None:
-            _summary(out, out.stat().st_size, last["stats"], last.get("reason"), " (up to date)")
+            _summary(args, out, out.stat().st_size, last["stats"], last.get("reason"), up_to_date=True)
             return EXIT_INPUT if args.strict and last.get("reason") else EXIT_OK
     return _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use_cache, mirrors)
 
@@ -132,7 +140,8 @@ def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use
         commit=commit, inside_build=args.inside_build, reconfigure=args.reconfigure, use_cache=use_cache,
         jobs=max(1, args.jobs or 1), mirrors=mirrors, config=args.config, **reader,
     )
-    log = lambda m: print(f"kernel_symbol_map: {m}", flush=True)  # noqa: E731
+    stream = sys.stderr if args.json else sys.stdout  # --json: stdout holds the one JSON document
+    log = lambda m: print(f"kernel_symbol_map: {m}", file=stream, flush=True)  # noqa: E731
     extraction = None
     try:
         extraction = build_map(options, log=log)
@@ -146,7 +155,7 @@ def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use
         document["reason"] = f"internal error in kernel-symbol-map: {e!r}"
     size = mapformat.write(document, out)
     reason = document.get("reason")
-    _summary(out, size, document["stats"], reason)
+    _summary(args, out, size, document["stats"], reason)
     if reason and document["errors"]:
         tip("each unreadable object is listed in the map's `errors`")
     if use_cache and extraction is not None:

@@ -1,10 +1,4 @@
-"""``demo``: build the bundled example as a wheel, as a user would, and show the map it shipped.
-
-Steps: build this checkout's wheel; in a fresh virtual environment, ``pip
-wheel`` the example (build isolation on, our wheel reachable through
-``--find-links``); unpack the map from the example's wheel; print ``show``.
-Needs a source checkout (for the example) and nvcc.
-"""
+"""``demo``: build the bundled example as a wheel, as a user would, and show the map it shipped."""
 
 from __future__ import annotations
 
@@ -12,13 +6,20 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 
 from ..buildtree.toolchain import find_nvcc
 from ..errors import ToolError
 from . import show
 from ._output import UsageError
+
+DESCRIPTION = """\
+Build the bundled example as a user would, and show the map its wheel ships:
+  1. build this checkout's wheel;
+  2. in a fresh virtual environment, pip wheel the example (build isolation on;
+     this package reachable through --find-links, as the README's adoption steps do);
+  3. show the map inside the example's wheel.
+Needs a source checkout (for the example) and nvcc. --workdir keeps the wheels."""
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "cuda_ext"
@@ -29,7 +30,7 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p = sub.add_parser(
         "demo",
         help="pip-wheel the bundled example and show the kernel symbol map inside its wheel",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
@@ -63,9 +64,7 @@ def run(args: argparse.Namespace) -> int:
               "-w", str(work / "dist"), "-C", f"cmake.define.CMAKE_CUDA_ARCHITECTURES={args.archs}",
               "-C", f"cmake.define.CMAKE_CUDA_COMPILER={nvcc}"],
              f"pip wheel {args.example.name} (scikit-build-core, build isolation on)")
-        (wheel,) = (work / "dist").glob("*.whl")
-        target = work / "kernel_symbol_map.json.gz"
-        with zipfile.ZipFile(wheel) as z:
-            target.write_bytes(z.read(MAP_IN_WHEEL))
-        print(f"demo: {wheel.name} ships {MAP_IN_WHEEL}\n", flush=True)
-        return show.run(argparse.Namespace(map=target, headers=3))
+        wheel = max((work / "dist").glob("*.whl"), key=lambda w: w.stat().st_mtime_ns)
+        kept = f"kept in {work}" if args.workdir else "a temporary folder, removed when the demo ends (--workdir keeps it)"
+        print(f"demo: {wheel.name} ships {MAP_IN_WHEEL} ({kept})\n", flush=True)
+        return show.run(argparse.Namespace(map=str(wheel), headers=3, json=False))

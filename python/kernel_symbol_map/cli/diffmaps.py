@@ -1,24 +1,30 @@
-"""``diff``: kernels added, removed or moved between two maps."""
+"""``diff``: kernels added, removed or moved between two maps, each with its sources."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ._output import EXIT_OK
+from ._output import EXIT_OK, plural, write_json
 
 if TYPE_CHECKING:
     from ..consumer.kernelmap import KernelMap
 
+# 2: "added" and "removed" name each kernel's sources ({"symbol", "sources"}), not the bare name.
+JSON_SCHEMA = "kernel-symbol-map/diff/2"
+
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("diff", help="kernels added, removed or moved between two maps", allow_abbrev=False)
-    p.add_argument("old", metavar="OLD")
-    p.add_argument("new", metavar="NEW")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser(
+        "diff", help="kernels added, removed or moved between two maps",
+        description="Compare two maps (for example main's and a pull request's): the kernels only NEW has, "
+        "those only OLD has, and those whose sources changed, each with the sources that define it.",
+        allow_abbrev=False,
+    )
+    p.add_argument("old", metavar="OLD", help="map file, wheel, folder holding one, or installed package")
+    p.add_argument("new", metavar="NEW", help="the same, for the newer build")
+    p.add_argument("--json", action="store_true", help=f"machine-readable ({JSON_SCHEMA})")
     p.set_defaults(run=run)
 
 
@@ -30,11 +36,11 @@ def _sources(kmap: KernelMap) -> dict[str, set[str]]:
     return found
 
 
-def compare(old: KernelMap, new: KernelMap) -> dict[str, list]:
+def compare(old: KernelMap, new: KernelMap) -> dict[str, list[dict[str, Any]]]:
     a, b = _sources(old), _sources(new)
     return {
-        "added": sorted(set(b) - set(a)),
-        "removed": sorted(set(a) - set(b)),
+        "added": [{"symbol": s, "sources": sorted(b[s])} for s in sorted(set(b) - set(a))],
+        "removed": [{"symbol": s, "sources": sorted(a[s])} for s in sorted(set(a) - set(b))],
         "moved": [{"symbol": s, "from": sorted(a[s]), "to": sorted(b[s])} for s in sorted(set(a) & set(b)) if a[s] != b[s]],
     }
 
@@ -44,14 +50,13 @@ def run(args: argparse.Namespace) -> int:
 
     result = compare(load(args.old), load(args.new))
     if args.json:
-        json.dump({"schema": "kernel-symbol-map/diff/1", **result}, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        write_json(JSON_SCHEMA, result)
         return EXIT_OK
-    for s in result["added"]:
-        print(f"+ {s}")
-    for s in result["removed"]:
-        print(f"- {s}")
+    for sign, key in (("+", "added"), ("-", "removed")):
+        for k in result[key]:
+            print(f"{sign} {k['symbol']} ({', '.join(k['sources'])})")
     for m in result["moved"]:
         print(f"~ {m['symbol']}: {', '.join(m['from'])} -> {', '.join(m['to'])}")
-    print(f"{len(result['added'])} added, {len(result['removed'])} removed, {len(result['moved'])} moved")
+    print(f"{len(result['added'])} added, {len(result['removed'])} removed, {len(result['moved'])} moved "
+          f"({plural(len(result['added']) + len(result['removed']) + len(result['moved']), 'kernel')})")
     return EXIT_OK

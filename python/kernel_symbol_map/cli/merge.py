@@ -6,23 +6,37 @@ import argparse
 from pathlib import Path
 
 from .. import mapformat
-from ._output import EXIT_OK
+from ._output import EXIT_OK, plural, write_json
+
+JSON_SCHEMA = "kernel-symbol-map/merge/1"
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "merge",
         help="merge maps of one commit (shards) into one; any incomplete input makes it incomplete",
+        description="Write OUT, one map from the maps of one commit built on several machines or with "
+        "--targets subsets. It fails closed: any input without evidence, maps of different commits, or one "
+        "object mapped two ways give a map with no evidence and a reason (exit 0; the map says why).",
         allow_abbrev=False,
     )
-    p.add_argument("out", type=Path, metavar="OUT")
-    p.add_argument("maps", nargs="+", type=Path, metavar="MAP")
+    p.add_argument("out", type=Path, metavar="OUT", help="the merged map file")
+    p.add_argument("maps", nargs="+", metavar="MAP", help="map file, wheel, folder holding one, or installed package")
+    p.add_argument("--json", action="store_true", help=f"machine-readable summary ({JSON_SCHEMA})")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    merged = mapformat.merge([mapformat.read(m) for m in args.maps], [str(m) for m in args.maps])
+    from ..consumer.kernelmap import read_document
+
+    read = [read_document(m) for m in args.maps]
+    merged = mapformat.merge([doc for doc, _ in read], [where for _, where in read])
     size = mapformat.write(merged, args.out)
-    state = f"NO EVIDENCE: {merged['reason']}" if "reason" in merged else f"{len(merged['objects'])} objects"
-    print(f"kernel_symbol_map: merged {len(args.maps)} maps into {args.out} ({size // 1024} KiB): {state}")
+    if args.json:
+        write_json(JSON_SCHEMA, {"out": str(args.out), "bytes": size, "inputs": [w for _, w in read],
+                                 "objects": len(merged["objects"]), "evidence": "reason" not in merged,
+                                 "reason": merged.get("reason")})
+        return EXIT_OK
+    state = f"NO EVIDENCE: {merged['reason']}" if "reason" in merged else plural(len(merged["objects"]), "object")
+    print(f"kernel_symbol_map: merged {plural(len(args.maps), 'map')} into {args.out} ({size // 1024} KiB): {state}")
     return EXIT_OK

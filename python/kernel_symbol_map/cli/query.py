@@ -3,53 +3,104 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+import difflib
 from pathlib import Path
+from typing import Any
 
-from ._output import EXIT_INPUT, EXIT_OK
+from ._common import MAP_HELP, default_source_root
+from ._output import EXIT_INPUT, EXIT_OK, tip, write_json
+
+JSON_SCHEMA = "kernel-symbol-map/query/1"
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("query", help="a file's kernels, or a kernel's sources, with the reasons", allow_abbrev=False)
-    p.add_argument("map", metavar="MAP", help="map file, wheel, or installed package")
-    p.add_argument("items", nargs="+", metavar="FILE|SYMBOL")
+    p = sub.add_parser(
+        "query", help="a file's kernels, or a kernel's sources, with the reasons",
+        description="For a source or header: the kernels it reaches and through which objects. For a kernel "
+        "(mangled, as CUPTI reports it, or demangled: 'ns::scale_kernel<float>', 'scale_kernel'): the "
+        "sources, targets and objects that define it. An item that matches neither gets the closest names. "
+        "Exit 1 when the map holds no evidence.",
+        epilog="examples:\n  kernel-symbol-map query dist/my_pkg-1.0.whl csrc/attention/attn.cu\n"
+        "  kernel-symbol-map query build/kernel_symbol_map.json.gz scale_kernel --demangle",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    p.add_argument("map", metavar="MAP", help=MAP_HELP)
+    p.add_argument("items", nargs="+", metavar="FILE|KERNEL")
     p.add_argument("--demangle", action="store_true", help="also print demangled names (joins stay mangled)")
-    p.add_argument("--source-root", type=Path, default=Path.cwd(), help="the project relative paths are in (default: .)")
+    p.add_argument("--source-root", type=Path,
+                   help="the project relative paths are in (default: the git top level of ., as select)")
     p.add_argument("--build-dir", action="append", default=[], type=Path, metavar="DIR",
                    help="the build folder(s) the map's $BUILD paths are in: a file may then be a build-tree path")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=f"machine-readable ({JSON_SCHEMA})")
     p.set_defaults(run=run)
+
+
+def _kernel_answer(kmap: Any, symbol: str, asked: str) -> dict[str, Any]:
+    from ..consumer.kernelmap import demangle
+
+    answer = {"symbol": symbol, "demangled": demangle(symbol),
+              "sources": [{"source": o.source, "target": o.target, "object": o.object}
+                          for o in kmap.sources_for(symbol)]}
+    if asked != symbol:
+        answer["asked"] = asked
+    return answer
+
+
+def _closest(kmap: Any, item: str) -> list[str]:
+    """What a person may have meant: kernel families and the map's paths that look like ``item``."""
+    from ..consumer.kernelmap import demangle_fast, family
+
+    names = {family(demangle_fast(s)) for s in kmap.symbols}
+    names |= {n.rsplit("::", 1)[-1] for n in names}
+    paths = {p for o in kmap.objects for p in (o["source"], *o["deps"]) if not p.startswith("/")}
+    return difflib.get_close_matches(item, sorted(names | paths), n=5, cutoff=0.6)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..consumer.canonical import Canonical
-    from ..consumer.kernelmap import demangle, load
+    from ..consumer.kernelmap import kernels_named, load
 
     kmap = load(args.map)
-    canonical = Canonical(args.source_root, args.build_dir)
-    answers = []
+    canonical = Canonical(args.source_root or default_source_root(), args.build_dir)
+    answers: list[dict[str, Any]] = []
+    unmatched = []
     for item in args.items:
-        origins = kmap.sources_for(item)
-        if origins:
-            answers.append({"symbol": item, "demangled": demangle(item),
-                            "sources": [{"source": o.source, "target": o.target, "object": o.object} for o in origins]})
+        if kmap.sources_for(item):
+            answers.append(_kernel_answer(kmap, item, item))
             continue
         (reach,) = kmap.reach(item, canonical=canonical)
-        answers.append({"path": item, "status": reach.status, "why": reach.explain(), "kernels": sorted(reach.symbols),
-                        "via": [{"object": lk.object, "source": lk.source, "target": lk.target, "via": lk.via}
-                                for lk in reach.links]})
+        named = kernels_named(kmap, item) if reach.status == "not-in-map" else []
+        if named:
+            answers += [_kernel_answer(kmap, symbol, item) for symbol in named]
+            continue
+        answer = {"path": item, "status": reach.status, "why": reach.explain(), "kernels": sorted(reach.symbols),
+                  "via": [{"object": lk.object, "source": lk.source, "target": lk.target, "via": lk.via}
+                          for lk in reach.links]}
+        if reach.status == "not-in-map":
+            answer["closest"] = _closest(kmap, item)
+            unmatched.append(answer)
+        answers.append(answer)
     if args.json:
-        json.dump({"schema": "kernel-symbol-map/query/1", "answers": answers}, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        write_json(JSON_SCHEMA, {"map": kmap.where, "evidence": kmap.has_evidence, "answers": answers})
     else:
-        for a in answers:
-            if "symbol" in a:
-                print(f"{a['symbol']}" + (f"  [{a['demangled']}]" if args.demangle else ""))
-                for s in a["sources"]:
-                    print(f"  from {s['source']} (target {s['target']}, object {s['object']})")
-            else:
-                print(a["why"])
-                for k in a["kernels"]:
-                    print(f"  {k}" + (f"  [{demangle(k)}]" if args.demangle else ""))
+        _print(answers, args.demangle)
+    for a in unmatched if kmap.has_evidence else []:
+        tip(f"{a['path']}: neither a file of the map nor a kernel it defines (kernels: mangled, or demangled "
+            f"as 'ns::name<T>' or 'name'); closest: {', '.join(a['closest']) or 'none'}")
     return EXIT_INPUT if not kmap.has_evidence else EXIT_OK
+
+
+def _print(answers: list[dict[str, Any]], demangled: bool) -> None:
+    from ..consumer.kernelmap import demangle
+
+    for a in answers:
+        if "symbol" in a:
+            asked = f" (matched {a['asked']!r})" if "asked" in a else ""
+            print(f"{a['symbol']}{asked}" + (f"  [{a['demangled']}]" if demangled else ""))
+            for s in a["sources"]:
+                print(f"  from {s['source']} (target {s['target']}, object {s['object']})")
+        else:
+            print(a["why"])
+            for k in a["kernels"]:
+                print(f"  {k}" + (f"  [{demangle(k)}]" if demangled else ""))

@@ -8,17 +8,18 @@ makes such input exit 1 instead, for pipelines that want to know.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import KernelSymbolMapError, MapError
-from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, warning
+from ..errors import MapError, MapNotFound
+from ._common import MAP_HELP, default_source_root
+from ._output import EXIT_INPUT, EXIT_OK, error, warning, write_json
 
 if TYPE_CHECKING:
     from ..consumer.kernelmap import KernelMap
     from ..consumer.selection import Selection
+
+JSON_SCHEMA = "kernel-symbol-map/selection/1"
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,10 +34,11 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         allow_abbrev=False,
     )
     p.add_argument("--map", action="append", default=[], metavar="MAP",
-                   help="map file, wheel, or installed package; repeat for wheel variants or shards "
+                   help=f"{MAP_HELP}; repeat for wheel variants or shards "
                    "(evidence is their union; none given or missing: fall back, no-map)")
-    p.add_argument("--recordings", nargs="+", type=Path, required=True, metavar="FILE",
-                   help="recorder text files, JSON Lines, or Nsight Systems SQLite exports")
+    p.add_argument("--recordings", nargs="+", type=Path, required=True, metavar="FILE|DIR",
+                   help="recorder text files, JSON Lines, or Nsight Systems SQLite exports; a folder means "
+                   "every recording in it")
     changes = p.add_mutually_exclusive_group(required=True)
     changes.add_argument("--changed", nargs="+", metavar="FILE", help="changed files, as the map spells them")
     changes.add_argument("--diff", metavar="BASE",
@@ -57,19 +59,20 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--external-kernels", action="append", default=[], metavar="REGEX",
                    help="kernels that come from outside the project (e.g. 'at::native::.*|.*cublas.*' "
                    "mangled); a recording may name them without blocking a skip")
-    p.add_argument("--strict", action="store_true", help="exit 1 on an unreadable map or recording")
-    p.add_argument("--json", action="store_true", help="machine-readable output for CI")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when evidence could not be used: no-map, map-unreadable, map-incomplete, "
+                   "map-subset, commit-mismatch, map-commit-missing, recording-unreadable")
+    p.add_argument("--json", action="store_true", help=f"machine-readable output for CI ({JSON_SCHEMA})")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..consumer import changes
     from ..consumer.canonical import Canonical
-    from ..consumer.recordings import read_each
+    from ..consumer.recordings import expand, read_each
     from ..consumer.selection import (
+        EVIDENCE_FALLBACKS,
         MAP_COMMIT_MISSING,
-        MAP_UNREADABLE,
-        NO_MAP,
         Options,
         StaticRules,
         all_tests,
@@ -78,68 +81,63 @@ def run(args: argparse.Namespace) -> int:
     )
 
     rules = StaticRules.read(args.rules) if args.rules else None
-    recordings, unreadable = read_each(args.recordings, args.recordings_commit)
+    paths = expand(args.recordings)
+    for folder in (p for p in args.recordings if p.is_dir() and not any(q.parent == p for q in paths)):
+        warning(f"{folder}: a folder with no recordings (*.jsonl, *.txt, *.sqlite)")
+    recordings, unreadable = read_each(paths, args.recordings_commit)
     for u in unreadable:
         warning(f"{u.why}; {'its tests run' if u.tests else 'every test runs'} (recording-unreadable)")
-    source_root = args.source_root or _default_root(args.diff is not None)
+    source_root = args.source_root or default_source_root(args.diff is not None)
     kmaps, bad_map = _load_maps(args.map)
     canonical = Canonical(source_root, args.build_dir)
     options = Options(rules, args.allow_empty, args.whole_target, canonical, tuple(args.external_kernels))
     tests = all_tests(recordings, unreadable, rules)
 
-    if bad_map:
-        selection = everything(tests, args.changed or [], MAP_UNREADABLE, bad_map, rules)
-    elif not kmaps:
-        selection = everything(tests, args.changed or [], NO_MAP, "no map was given", rules)
-    elif args.diff is not None:
-        commit = kmaps[0].commit
+    changed: list[str] = list(args.changed or [])
+    commit_missing = ""
+    if args.diff is not None:  # diffed whatever the evidence: the static rules need the change set too
+        commit = kmaps[0].commit if kmaps else ""
         if commit and not changes.has_commit(source_root, commit):
-            selection = everything(tests, [], MAP_COMMIT_MISSING,
-                                   f"the map's commit {commit} is not in this repository (fetch it, or deepen the clone)")
-        else:
-            found = changes.changed_files(source_root, [c for c in (commit, args.diff) if c], source_root)
-            selection = select(kmaps, recordings, list(found.paths), options=options, unreadable=unreadable)
+            commit_missing = f"the map's commit {commit} is not in this repository (fetch it, or deepen the clone)"
+            commit = ""
+        changed = list(changes.changed_files(source_root, [c for c in (commit, args.diff) if c], source_root).paths)
+    if bad_map:
+        selection = everything(tests, changed, *bad_map, rules)
+    elif commit_missing:
+        selection = everything(tests, changed, MAP_COMMIT_MISSING, commit_missing, rules)
     else:
-        selection = select(kmaps, recordings, args.changed, options=options, unreadable=unreadable)
+        selection = select(kmaps, recordings, changed, options=options, unreadable=unreadable)
     _print(selection, args.json)
-    return EXIT_INPUT if args.strict and (bad_map or unreadable) else EXIT_OK
+    evidence_failed = selection.fallback in EVIDENCE_FALLBACKS or bool(unreadable)
+    return EXIT_INPUT if args.strict and evidence_failed else EXIT_OK
 
 
-def _default_root(for_git: bool) -> Path:
-    from ..consumer import changes
-
-    try:
-        return changes.toplevel(Path.cwd())
-    except KernelSymbolMapError:
-        if for_git:
-            raise UsageError("--diff needs a git repository; run inside one or give --source-root") from None
-        return Path.cwd()
-
-
-def _load_maps(sources: list[str]) -> tuple[list[KernelMap], str]:
-    """The maps that load, and why the first one that would not did ("" when all did)."""
+def _load_maps(sources: list[str]) -> tuple[list[KernelMap], tuple[str, str] | None]:
+    """The maps that load, or (the fallback code, why) for the first one that would not."""
     from ..consumer.kernelmap import load
+    from ..consumer.selection import MAP_UNREADABLE, NO_MAP
 
+    if not sources:
+        return [], (NO_MAP, "no map was given (--map)")
     kmaps = []
     for source in sources:
-        if not Path(source).exists() and Path(source).suffix in (".gz", ".whl"):
-            warning(f"{source}: no such map; falling back (no-map)")
-            return [], ""
         try:
             kmaps.append(load(source))
+        except MapNotFound as e:
+            warning(f"{e}; every test runs (no-map)")
+            return [], (NO_MAP, str(e))
         except MapError as e:
             error(f"{e}; every test runs (map-unreadable)")
-            return [], str(e)
-    return kmaps, ""
+            return [], (MAP_UNREADABLE, str(e))
+    return kmaps, None
 
 
 def _print(selection: Selection, as_json: bool) -> None:
     if as_json:
-        json.dump(selection.to_json(), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        write_json(JSON_SCHEMA, selection.to_json())
         return
     if selection.fallback:
         print(f"FALLBACK {selection.fallback}: {selection.fallback_why}")
     for d in selection.decisions:
         print(f"{'RUN ' if d.run else 'SKIP'} {d.test}: {d.why}")
-    print(f"{len(selection.to_run)} of {len(selection.decisions)} tests to run")
+    print(selection.summary())

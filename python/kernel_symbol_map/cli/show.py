@@ -4,49 +4,87 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter, defaultdict
-from pathlib import Path
+from typing import Any
 
-from .. import mapformat
-from ._output import EXIT_OK
+from ._output import EXIT_OK, plural, write_json
+
+JSON_SCHEMA = "kernel-symbol-map/show/1"
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("show", help="summarise a map: per target and per source", allow_abbrev=False)
-    p.add_argument("map", type=Path, metavar="MAP")
+    p = sub.add_parser(
+        "show", help="summarise a map: per target and per source",
+        description="Summarise a map: its commit, build and counts; then per target, each source's kernels, "
+        "deps and most shared project headers. A map without evidence says why.",
+        allow_abbrev=False,
+    )
+    p.add_argument("map", metavar="MAP", help="map file, wheel, folder holding one, or installed package")
     p.add_argument("--headers", type=int, default=3, metavar="N", help="top project headers per source (default 3)")
+    p.add_argument("--json", action="store_true", help=f"machine-readable summary ({JSON_SCHEMA})")
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    doc = mapformat.read(args.map)
-    stats = doc["stats"]
-    print(f"{args.map}: version {doc['version']}, commit {doc['commit'] or '(none)'}, "
-          f"{doc.get('backend', 'cuda')} {doc['cuda'] or ''}".rstrip())
-    print(f"  generated {doc['generated_at']} by {doc.get('tool', '?')} from {', '.join(doc['build_dirs'])}"
-          f" ({doc.get('generator', '?')}, CMake {doc.get('cmake_version', '?')})")
-    print(f"  {stats.get('objects', 0)} objects, {stats.get('device_objects', 0)} device objects, "
-          f"{stats.get('symbols', 0)} symbols, {stats.get('errors', len(doc['errors']))} errors")
-    if "reason" in doc:
-        print(f"  NO EVIDENCE: {doc['reason']}")
-        for e in doc["errors"][:10]:
-            print(f"    {e['object']}: {e['error']}")
-        return EXIT_OK
+def summary(doc: dict[str, Any], headers: int) -> dict[str, Any]:
+    """What ``show`` prints, as data: the map's header, and per target its sources."""
     objects = doc["objects"]
     # Fan-in: how many objects include each project header; the most shared come first.
     sources = {o["source"] for o in objects}
     fan_in = Counter(d for o in objects for d in set(o["deps"]) if not d.startswith("/") and d not in sources)
-    by_target: dict[str, list[dict]] = defaultdict(list)
+    by_target: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for o in objects:
         by_target[o["target"]].append(o)
+    targets = []
     for target in sorted(by_target):
         members = by_target[target]
-        kernels = {s for o in members for s in o["symbols"]}
-        print(f"\n{target}: {len(members)} objects, {len(kernels)} kernels")
+        entries = []
         for o in members:
-            headers = sorted((d for d in o["deps"] if d in fan_in), key=lambda d: (-fan_in[d], d))
-            top = f"; top headers: {', '.join(headers[: args.headers])}" if headers and args.headers else ""
-            kind = " (device link)" if o.get("device_link") else ("" if o["device"] else " (host)")
-            if o.get("unity_sources"):
-                kind += f" (unity of {', '.join(o['unity_sources'])})"
-            print(f"  {o['source']}{kind}: {len(o['symbols'])} kernels, {len(o['deps'])} deps{top}")
+            top = sorted((d for d in o["deps"] if d in fan_in), key=lambda d: (-fan_in[d], d))[:headers]
+            kind = "device-link" if o.get("device_link") else ("device" if o["device"] else "host")
+            entries.append({"source": o["source"], "object": o["object"], "kind": kind,
+                            "kernels": len(o["symbols"]), "deps": len(o["deps"]), "top_headers": top,
+                            "unity_sources": o.get("unity_sources", [])})
+        targets.append({"target": target, "objects": len(members),
+                        "kernels": len({s for o in members for s in o["symbols"]}), "sources": entries})
+    stats = doc["stats"]
+    return {
+        "commit": doc["commit"], "backend": doc.get("backend", "cuda"), "cuda": doc["cuda"],
+        "generated_at": doc["generated_at"], "tool": doc.get("tool", ""), "build_dirs": doc["build_dirs"],
+        "generator": doc.get("generator", ""), "cmake_version": doc.get("cmake_version", ""),
+        "objects": len(objects), "device_objects": sum(1 for o in objects if o["device"]),
+        "kernels": len({s for o in objects for s in o["symbols"]}),
+        "errors": stats.get("errors", len(doc["errors"])) if isinstance(stats, dict) else len(doc["errors"]),
+        "evidence": "reason" not in doc and bool(objects),
+        "reason": doc.get("reason"),
+        "error_examples": [{"object": e.get("object"), "error": e.get("error")} for e in doc["errors"][:10]],
+        "targets": targets,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..consumer.kernelmap import read_document
+
+    doc, where = read_document(args.map)
+    found = summary(doc, args.headers)
+    if args.json:
+        write_json(JSON_SCHEMA, {"map": where, **found})
+        return EXIT_OK
+    print(f"{where}: version {doc['version']}, commit {found['commit'] or '(none)'}, "
+          f"{found['backend']} {found['cuda']}".rstrip())
+    print(f"  generated {found['generated_at']} by {found['tool'] or '?'} from {', '.join(found['build_dirs'])}"
+          f" ({found['generator'] or '?'}, CMake {found['cmake_version'] or '?'})")
+    print(f"  {plural(found['objects'], 'object')}, {plural(found['device_objects'], 'device object')}, "
+          f"{plural(found['kernels'], 'kernel')}, {plural(found['errors'], 'error')}")
+    if not found["evidence"]:
+        print(f"  NO EVIDENCE: {found['reason'] or 'the map lists no objects'}")
+        for e in found["error_examples"]:
+            print(f"    {e['object']}: {e['error']}")
+        return EXIT_OK
+    for t in found["targets"]:
+        print(f"\n{t['target']}: {plural(t['objects'], 'object')}, {plural(t['kernels'], 'kernel')}")
+        for e in t["sources"]:
+            kind = {"device-link": " (device link)", "host": " (host)"}.get(e["kind"], "")
+            if e["unity_sources"]:
+                kind += f" (unity of {', '.join(e['unity_sources'])})"
+            top = f"; top headers: {', '.join(e['top_headers'])}" if e["top_headers"] else ""
+            print(f"  {e['source']}{kind}: {plural(e['kernels'], 'kernel')}, {plural(e['deps'], 'dep')}{top}")
     return EXIT_OK

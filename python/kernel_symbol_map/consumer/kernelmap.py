@@ -10,11 +10,11 @@ no symbols is "host", by an object with an error "unknown"; a map with a
 
 from __future__ import annotations
 
-import gzip
-import importlib.resources
-import json
+import importlib.machinery
+import os
 import shutil
 import subprocess
+import sys
 import zipfile
 from collections import defaultdict
 from collections.abc import Callable
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import mapformat
-from ..errors import MapError
+from ..errors import MapError, MapNotFound
 
 MAP_NAME = "kernel_symbol_map.json.gz"
 
@@ -58,12 +58,18 @@ class Reach:
             return f"{self.path}: the map holds no evidence"
         if self.status == "not-in-map":
             return f"{self.path}: no object of the map has it as source or dependency"
-        kinds = {"host": "host-only objects", "unknown": "objects whose kernels are unknown"}
-        parts = [f"{len(self.symbols)} kernels through {len(self.links)} objects"]
+        kinds = {"host": "host-only object", "unknown": "object whose kernels are unknown"}
+        parts = [f"{_plural(len(self.symbols), 'kernel')} through {_plural(len(self.links), 'object')}"]
         if self.status in kinds:
             bad = [lk for lk in self.links if (lk.error if self.status == "unknown" else not lk.symbols)]
-            parts.append(f"also compiled into {kinds[self.status]}: {', '.join(lk.source for lk in bad[:3])}")
+            named = ", ".join(f"{lk.object} (from {lk.source})" for lk in bad[:3]) + (" ..." if len(bad) > 3 else "")
+            noun = kinds[self.status]
+            parts.append(f"also compiled into {_plural(len(bad), noun, noun.replace('object', 'objects'))}: {named}")
         return f"{self.path}: " + "; ".join(parts)
+
+
+def _plural(count: int, noun: str, many: str | None = None) -> str:
+    return f"{count} {noun if count == 1 else (many or noun + 's')}"
 
 
 @dataclass(frozen=True)
@@ -238,41 +244,95 @@ def _sources(o: dict[str, Any]) -> tuple[str, ...]:
     return (o["source"], *o.get("unity_sources", ()))
 
 
-def load(source: str | Path) -> KernelMap:
-    """A map file, a wheel holding one, or the name of an installed package that ships one."""
+def load(source: str | os.PathLike[str]) -> KernelMap:
+    """A map file, a wheel holding one, a folder holding either, or an installed package that ships one."""
+    document, where = read_document(source)
+    return KernelMap(document, where)
+
+
+def read_document(source: str | os.PathLike[str], *, validated: bool = True) -> tuple[Any, str]:
+    """The map document ``source`` names, and where it was found; every command reads maps through here.
+
+    ``validated=False`` returns what decodes, for ``validate`` to report every problem.
+    """
+    raw, where = _locate(os.fspath(source))
+    document = mapformat.decode_bytes(raw, where)
+    if validated:
+        mapformat.validate(document, where)
+    return document, where
+
+
+def _locate(source: str) -> tuple[bytes, str]:
+    """(the gzipped map's bytes, where they came from) for each spelling ``load`` accepts.
+
+    A path is tried first. A bare name that is not a map path names an installed
+    package, found on ``sys.path`` without the current folder, so that a project
+    folder of the same name never shadows it.
+    """
     path = Path(source)
-    if path.suffix == ".whl" and path.is_file():
-        return KernelMap(_from_wheel(path), str(path))
-    if path.exists():
-        return KernelMap(mapformat.read(path), str(path))
-    name = str(source)
-    if not name.isidentifier():
-        raise MapError(f"{source}: no such file, wheel or installed package")
+    if path.is_file():
+        return _from_wheel(path) if _is_zip(path) else (_read(path), source)
+    looked = []
+    if path.is_dir():
+        inside = path / MAP_NAME
+        if inside.is_file():
+            return _read(inside), str(inside)
+        wheels = sorted(w for w in path.glob("*.whl") if w.is_file())
+        if len(wheels) == 1:
+            return _from_wheel(wheels[0])
+        if len(wheels) > 1:
+            raise MapError(f"{source}: a folder with {len(wheels)} wheels; name the one to read")
+        looked.append(f"the folder holds no {MAP_NAME} and no wheel")
+    if source.isidentifier():
+        found = _package_map(source)
+        if found is not None:
+            return found
+        looked.append("no installed package of that name ships one")
+    elif not path.exists():
+        looked.append("no such file or folder")
+    raise MapNotFound(f"{source}: not a map ({'; '.join(looked)}); give a {MAP_NAME}, a wheel, a folder "
+                      "holding one, or an installed package's name")
+
+
+def _read(path: Path) -> bytes:
     try:
-        resource = importlib.resources.files(name) / MAP_NAME
-    except ModuleNotFoundError:
-        raise MapError(f"{name}: no such file, wheel or installed package") from None
-    if not resource.is_file():
-        raise MapError(f"{name}: the installed package ships no {MAP_NAME}")
-    with importlib.resources.as_file(resource) as real:
-        return KernelMap(mapformat.read(real), f"{name}/{MAP_NAME}")
+        return path.read_bytes()
+    except OSError as e:
+        raise MapError(f"{path}: {e.strerror or e}") from None
 
 
-def _from_wheel(wheel: Path) -> dict[str, Any]:
+def _is_zip(path: Path) -> bool:
+    if path.suffix == ".whl":
+        return True
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def _package_map(name: str) -> tuple[bytes, str] | None:
+    """The map an installed package ships, found without the current folder on the path."""
+    here = {"", os.getcwd()}
+    spec = importlib.machinery.PathFinder.find_spec(name, [p for p in sys.path if p not in here])
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(folder) / MAP_NAME
+        if candidate.is_file():
+            return _read(candidate), f"{name}/{MAP_NAME}"
+    return None
+
+
+def _from_wheel(wheel: Path) -> tuple[bytes, str]:
     try:
         with zipfile.ZipFile(wheel) as z:
             members = [n for n in z.namelist() if n.endswith("/" + MAP_NAME) or n == MAP_NAME]
-            if len(members) != 1:
+            if not members:
+                raise MapNotFound(f"{wheel}: the wheel ships no {MAP_NAME}")
+            if len(members) > 1:
                 raise MapError(f"{wheel}: holds {len(members)} {MAP_NAME} files, expected one")
-            raw = z.read(members[0])
-    except (zipfile.BadZipFile, OSError) as e:
+            return z.read(members[0]), f"{wheel}!{members[0]}"
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise MapError(f"{wheel}: not a readable wheel ({e})") from None
-    try:
-        document = json.loads(gzip.decompress(raw))
-    except (OSError, EOFError, ValueError) as e:
-        raise MapError(f"{wheel}!{members[0]}: not a gzipped JSON map ({e})") from None
-    mapformat.validate(document, f"{wheel}!{members[0]}")
-    return document
 
 
 @lru_cache(maxsize=4096)
@@ -286,9 +346,66 @@ def demangle(symbol: str) -> str:
                 return out.stdout.strip()
         except (OSError, subprocess.SubprocessError):
             pass
+    return demangle_fast(symbol)
+
+
+def demangle_fast(symbol: str) -> str:
+    """The C++ runtime's demangler in this process (for every kernel of a map at once); mangled on failure."""
     try:
         import cxxfilt
 
         return cxxfilt.demangle(symbol)
     except Exception:  # noqa: BLE001 - cxxfilt raises its own types; a name we cannot demangle stays mangled
         return symbol
+
+
+def family(demangled: str) -> str:
+    """A demangled kernel's qualified name without return type, template arguments or parameters.
+
+    ``void ns::scale_kernel<float>(float*, int)`` is ``ns::scale_kernel``: the
+    family every instantiation of one template kernel shares.
+    """
+    depth, out = 0, []
+    for c in _name(demangled):  # drop template arguments at every level of the qualified name
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+        elif depth == 0:
+            out.append(c)
+    return "".join(out)
+
+
+def _name(demangled: str) -> str:
+    """``ns::scale_kernel<float>`` of ``void ns::scale_kernel<float>(float*, int)``.
+
+    Written by hand: no kept library parses demangled C++ names, and only
+    brackets matter here. The parameter list is the first ``(`` outside
+    template arguments; a function template's return type comes first,
+    before a space outside them.
+    """
+    depth, cut, space = 0, len(demangled), -1
+    for i, c in enumerate(demangled):
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+        elif depth == 0 and c == "(" and i:
+            cut = i
+            break
+        elif depth == 0 and c == " ":
+            space = i
+    return demangled[space + 1 : cut]
+
+
+def kernels_named(kmap: KernelMap, name: str) -> list[str]:
+    """The map's mangled kernels a person's ``name`` means: the whole demangled name, the name with its
+    template arguments (``ns::scale_kernel<float>``), its family (``ns::scale_kernel``), or the family's
+    last part (``scale_kernel``)."""
+    found = []
+    for symbol in sorted(kmap.symbols):
+        full = demangle_fast(symbol)
+        fam = family(full)
+        if name in (full, _name(full), fam) or fam.endswith("::" + name):
+            found.append(symbol)
+    return found

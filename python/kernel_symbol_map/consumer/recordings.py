@@ -57,6 +57,21 @@ class Unreadable:
     tests: frozenset[str] | None
 
 
+SUFFIXES = (".jsonl", ".txt", ".sqlite", ".db")
+
+
+def expand(paths: Iterable[Path]) -> list[Path]:
+    """``paths`` with each folder replaced by the recordings in it (``*.jsonl``, ``*.txt``, Nsight exports)."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found += sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and not p.name.startswith(".")
+                            and p.is_file())
+        else:
+            found.append(path)
+    return found
+
+
 def read(paths: Iterable[Path], commit: str = "") -> list[Recording]:
     """Every recording in ``paths``; one test's records from several files are merged."""
     return merge([r for path in paths for r in _read_one(path, commit)])

@@ -51,6 +51,11 @@ RECORDING_INCOMPLETE = "recording-incomplete"
 RECORDING_UNREADABLE = "recording-unreadable"
 UNKNOWN_KERNEL = "unknown-kernel"
 _FILE_CODES = {"not-in-map": FILE_NOT_IN_MAP, "host": HOST_FILE, "unknown": UNKNOWN_FILE}
+# Fallbacks because the evidence itself could not be used (missing, unreadable, partial, of another
+# commit), as opposed to answers about the change (a host file, a file no map knows, no change at all).
+# --strict exits 1 on these.
+EVIDENCE_FALLBACKS = frozenset({NO_MAP, MAP_UNREADABLE, MAP_INCOMPLETE, MAP_SUBSET, COMMIT_MISMATCH,
+                                MAP_COMMIT_MISSING, RECORDING_UNREADABLE})
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,14 @@ class Selection:
     def to_run(self) -> list[str]:
         return [d.test for d in self.decisions if d.run]
 
+    def summary(self) -> str:
+        """The last line people read: how many tests run, and of what."""
+        known, run = len(self.decisions), len(self.to_run)
+        if self.fallback and run == known:
+            return f"every test runs ({self.fallback}); {known} known to the recordings"
+        how = f" (static rules, {self.fallback})" if self.fallback else ""
+        return f"{run} of {known} known tests to run{how}; any test no recording knows runs too"
+
     def to_json(self) -> dict[str, Any]:
         decisions = []
         for d in self.decisions:
@@ -81,13 +94,13 @@ class Selection:
                 entry["kernels"] = list(d.kernels)
             decisions.append(entry)
         return {
-            "schema": "kernel-symbol-map/selection/1",
             "fallback": self.fallback,
             "fallback_why": self.fallback_why,
             "run": self.to_run,
             "skip": [d.test for d in self.decisions if not d.run],
             "decisions": decisions,
             "files": [{"path": r.path, "status": r.status, "kernels": len(r.symbols)} for r in self.files],
+            "summary": self.summary(),
         }
 
 

@@ -252,14 +252,19 @@ def decode(path: Path) -> Any:
         raise MapError(f"{path}: is a directory") from None
     except OSError as e:
         raise MapError(f"{path}: {e.strerror or e}") from None
+    return decode_bytes(raw, str(path))
+
+
+def decode_bytes(raw: bytes, where: str) -> Any:
+    """The gzipped JSON in ``raw`` (read from ``where``), not yet validated."""
     try:
         text = gzip.decompress(raw)
     except (OSError, EOFError, zlib.error):
-        raise MapError(f"{path}: not a gzip file") from None
+        raise MapError(f"{where}: not a gzip file") from None
     try:
         return json.loads(text)
     except ValueError as e:
-        raise MapError(f"{path}: not JSON ({e})") from None
+        raise MapError(f"{where}: not JSON ({e})") from None
 
 
 def validate(document: Any, where: str) -> None:

@@ -5,9 +5,16 @@
 #   on a pull request: examples/ci/select.sh select EVIDENCE_DIR origin/main
 #
 # EVIDENCE_DIR is wherever your CI keeps artifacts of the main branch's last run.
+# KSM_SOURCE is anything `pip wheel` takes for kernel-symbol-map (a vendored checkout, or
+# git+https://... of the project): it is on no package index yet, so its wheel goes
+# where pip's isolated builds look (PIP_FIND_LINKS).
 set -euo pipefail
 mode=$1 evidence=$2
+: "${KSM_SOURCE:?set KSM_SOURCE to a checkout of kernel-symbol-map, or a URL pip can build it from}"
 
+ksm_wheels=$(mktemp -d)
+pip wheel --no-deps "$KSM_SOURCE" -w "$ksm_wheels"
+export PIP_FIND_LINKS="$ksm_wheels"
 pip install 'kernel-symbol-map[record]'
 pip wheel . -w dist --no-deps          # the CMake package writes the map into the wheel
 pip install dist/*.whl

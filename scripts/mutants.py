@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Break safety-critical lines on purpose, one at a time, and check that a named test fails.
+
+    .venv/bin/python scripts/mutants.py            # every mutant
+    .venv/bin/python scripts/mutants.py M03 M17    # some
+
+Each mutant is one textual change to one file (it must match exactly once)
+and the tests that must fail with it. The file is restored after each run,
+whatever happens. Prints one line per mutant: KILLED (the tests failed, as
+they must) or SURVIVED (a test is missing), and exits 1 if any survived.
+This is a tool for whoever changes a safety rule, not part of the suite: it
+rebuilds nothing, but runs the named tests once per mutant.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "python" / "kernel_symbol_map"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    what: str
+    file: str  # relative to the package
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTANTS = [
+    # issue 17's audit
+    Mutant("M03", "a test with no recording is read as one that launched nothing",
+           "consumer/selection.py", "rec = by_test.get(test)",
+           'rec = by_test.get(test) or Recording(test, frozenset(), True, commit, "")',
+           ("tests/test_consumer.py::test_a_test_no_recording_knows_always_runs",
+            "tests/test_selection_property.py::test_select_never_skips_a_reachable_test")),
+    Mutant("M07", "$BUILDn always resolves to the first build folder",
+           "mapformat/__init__.py", "index = int(number or 0)", "index = 0",
+           ("tests/test_consumer.py::test_each_build_marker_resolves_to_its_own_folder",)),
+    Mutant("M08", "validation stops checking that symbols and deps are strings",
+           "mapformat/__init__.py",
+           'if not bad and not all(isinstance(s, str) for s in obj["symbols"] + obj["deps"]):', "if False:",
+           ("tests/test_selection_safety.py::test_a_map_that_breaks_the_fail_closed_rules_is_never_evidence",)),
+    Mutant("M11b", "the cache key ignores ctime", "_statefile.py",
+           "return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]",
+           "return [st.st_size, st.st_mtime_ns, st.st_ino]",
+           ("tests/test_cache.py::test_rewritten_in_place_with_its_mtime_put_back",)),
+    Mutant("M12", "the ninja rule-name decode is dropped", "buildtree/generatorfiles.py",
+           "decoded = decode_rule_name(encoded)", "decoded = encoded",
+           ("tests/test_readonly.py::test_target_names_with_dots_and_pluses",)),
+    Mutant("M16", "a forked child's recorder is not restarted", "recorder/process.py",
+           "    ProcessRecorder.current = None\n    ProcessRecorder.start_current(",
+           "    return\n    ProcessRecorder.start_current(",
+           ("tests/test_recorder.py::test_the_hook_starts_in_spawned_forked_and_subprocess_children",)),
+    Mutant("M17", "a step with no Python process recorded is complete", "recorder/parts.py",
+           'found.append("no Python process was recorded")', "pass",
+           ("tests/test_recorder.py::test_a_command_with_no_python_process_is_never_complete",)),
+    Mutant("STALE", "a deps record older than its object is trusted", "buildtree/ninjadeps.py",
+           "if mtime > record.mtime_ns:", "if False:",
+           ("tests/test_faults.py::test_mapping_while_ninja_still_compiles_fails_closed",)),
+]
+
+
+def run(mutant: Mutant) -> bool:
+    """True when the mutant is killed: its tests fail."""
+    path = PACKAGE / mutant.file
+    text = path.read_text()
+    if text.count(mutant.old) != 1:
+        raise SystemExit(f"{mutant.name}: {mutant.file} holds {text.count(mutant.old)} copies of the line to break")
+    path.write_text(text.replace(mutant.old, mutant.new))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                               "-W", "ignore::DeprecationWarning", *mutant.tests],
+                              cwd=ROOT, capture_output=True, text=True, check=False)
+    finally:
+        path.write_text(text)
+    failed = [line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    killed = proc.returncode not in (0, 5) and bool(failed)
+    print(f"{mutant.name:6} {'KILLED  ' if killed else 'SURVIVED'} {mutant.what}: "
+          f"{failed[0].split(' - ')[0] if failed else proc.stdout.strip().splitlines()[-1:]}", flush=True)
+    return killed
+
+
+def main(names: list[str]) -> int:
+    chosen = [m for m in MUTANTS if not names or m.name in names]
+    unknown = set(names) - {m.name for m in MUTANTS}
+    if unknown:
+        raise SystemExit(f"unknown mutants: {', '.join(sorted(unknown))}")
+    survived = [m.name for m in chosen if not run(m)]
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -15,6 +15,8 @@ import pytest
 import toolchains
 from toolchains import require
 
+SHA = "c1" + "0" * 38  # a full SHA: select refuses any other name
+
 KSM = [sys.executable, "-m", "kernel_symbol_map"]
 
 
@@ -26,7 +28,7 @@ def _newest() -> projects.CMake:
 
 
 def _map(build: Path, out: Path, *extra: str) -> dict[str, Any]:
-    proc = subprocess.run([*KSM, "build", "--build-dir", str(build), "--out", str(out), "--commit", "c1", *extra],
+    proc = subprocess.run([*KSM, "build", "--build-dir", str(build), "--out", str(out), "--commit", SHA, *extra],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     return json.loads(gzip.decompress(out.read_bytes()))
@@ -61,7 +63,7 @@ def test_a_changed_constituent_is_a_changed_source(unity_build: projects.Build, 
                                        text=True, check=True).stdout)["answers"][0]
     assert answer["status"] == "kernels" and {v["via"] for v in answer["via"]} == {"source"}
     recs = tmp_path / "r.jsonl"
-    recs.write_text("".join(json.dumps({"test": t, "kernels": k, "complete": True, "commit": "c1"}) + "\n"
+    recs.write_text("".join(json.dumps({"test": t, "kernels": k, "complete": True, "commit": SHA}) + "\n"
                             for t, k in {"test_a2": ["_Z9a2_kernelPi"], "test_b": ["_Z8b_kernelPi"]}.items()))
     result = json.loads(subprocess.run([*KSM, "select", "--map", str(out), "--recordings", str(recs), "--changed",
                                         "csrc/a2.cu", "--json"], capture_output=True, text=True, check=True).stdout)

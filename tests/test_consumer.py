@@ -26,7 +26,7 @@ SCALE_F = "_ZN7kernels12scale_kernelIfEEvPT_PKS1_S1_i"
 ATTENTION = "_ZN7kernels16attention_kernelEPfPKfi"
 GEMM = "_ZN7kernels11gemm_kernelEPfPKfS2_i"
 HEADER = "include/kernels/shared_kernel.cuh"
-COMMIT = "c0ffee"
+COMMIT = "c0ffee0000000000000000000000000000000000"
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,7 @@ def _gpus() -> int:
 pytestmark = pytest.mark.skipif(_gpus() == 0, reason="needs an NVIDIA GPU and its driver")
 
 ROOT = Path(__file__).resolve().parents[1]
+SHA = "c1" + "0" * 38  # a full SHA: select refuses any other name
 SILU = {"_ZN4demo11silu_kernelEPfPKfi", "_ZN4demo12scale_kernelIfEEvPT_PKS1_S1_i"}
 ATTENTION = {"_ZN4demo16attention_kernelILi64EEEvPfPKfi", "_ZN4demo12scale_kernelIfEEvPT_PKS1_S1_i"}
 REDUCE = {"sum_kernel", "_ZN4demo12scale_kernelIdEEvPT_PKS1_S1_i"}
@@ -92,7 +93,7 @@ def test_recorded_names_are_the_maps_symbols(example: tuple[Path, Path]) -> None
     where, map_file = example
     symbols = {s for o in json.loads(gzip.decompress(map_file.read_bytes()))["objects"] for s in o["symbols"]}
     ksm = [sys.executable, "-m", "kernel_symbol_map"]
-    proc = _run(where, *ksm, "record", "--step", "gpu", "--out", "rec", "--commit", "c1", "--",
+    proc = _run(where, *ksm, "record", "--step", "gpu", "--out", "rec", "--commit", SHA, "--",
                 sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_kernels.py")
     assert proc.returncode == 0
     (step,) = [json.loads(line) for line in (where / "rec" / "gpu.jsonl").read_text().splitlines()]
@@ -100,7 +101,7 @@ def test_recorded_names_are_the_maps_symbols(example: tuple[Path, Path]) -> None
     assert set(step["kernels"]) == SILU | ATTENTION | REDUCE and set(step["kernels"]) <= symbols
 
     proc = _run(where, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_kernels.py",
-                "--kernel-record", "rec", "--kernel-record-commit", "c1")
+                "--kernel-record", "rec", "--kernel-record-commit", SHA)
     assert proc.returncode == 0
     found = {r["test"]: r for r in map(json.loads, (where / "rec" / "pytest.jsonl").read_text().splitlines())}
     assert all(r["complete"] for r in found.values()), found
@@ -108,7 +109,7 @@ def test_recorded_names_are_the_maps_symbols(example: tuple[Path, Path]) -> None
         "test_silu": SILU, "test_attention": ATTENTION, "test_reduce": REDUCE, "test_nothing": set()}
 
     doc = json.loads(gzip.decompress(map_file.read_bytes()))
-    doc["commit"] = "c1"  # the recordings' commit: one build, one run
+    doc["commit"] = SHA  # the recordings' commit: one build, one run
     (where / "map.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
     proc = _run(where, *ksm, "select", "--map", "map.json.gz", "--recordings", "rec/pytest.jsonl",
                 "--changed", "csrc/reduce.cu", "--json")

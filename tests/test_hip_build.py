@@ -16,6 +16,8 @@ from projects import Build, both_models, model_key
 from kernel_symbol_map import mapformat, read_kernels
 from kernel_symbol_map.cli import main
 
+SHA = "c1" + "0" * 38  # a full SHA: select refuses any other name
+
 SCALE_F, SCALE_I = "_Z12scale_kernelIfEvPT_S0_", "_Z12scale_kernelIiEvPT_S0_"
 EXPECTED = {  # source: (target, kernels)
     "csrc/act.hip": ("hk", {"_Z10act_kernelPf", SCALE_F}),
@@ -28,7 +30,7 @@ EXPECTED = {  # source: (target, kernels)
 
 def build_map(b: Build, tmp: Path, *extra: str) -> dict[str, Any]:
     out = tmp / f"{b.id}.json.gz"
-    assert main(["build", "--build-dir", str(b.build), "--out", str(out), "--commit", "c1", *extra]) == 0
+    assert main(["build", "--build-dir", str(b.build), "--out", str(out), "--commit", SHA, *extra]) == 0
     doc = json.loads(gzip.decompress(out.read_bytes()))
     assert mapformat.problems(doc) == [] and mapformat.schema_problems(doc) == []
     return doc
@@ -67,7 +69,7 @@ def test_a_changed_hip_header_selects_the_right_tests(hip_builds: dict[str, Buil
     path = tmp_path / "map.json.gz"
     mapformat.write(doc, path)
     recs = tmp_path / "r.jsonl"
-    recs.write_text("".join(json.dumps({"test": t, "kernels": k, "complete": True, "commit": "c1"}) + "\n" for t, k in
+    recs.write_text("".join(json.dumps({"test": t, "kernels": k, "complete": True, "commit": SHA}) + "\n" for t, k in
                             {"test_act": ["_Z10act_kernelPf"], "test_rdc": ["_Z12rdc_b_kernelPi"]}.items()))
     from kernel_symbol_map.consumer.kernelmap import load
     from kernel_symbol_map.consumer.recordings import read
@@ -116,7 +118,7 @@ def test_backend_is_mixed_when_a_map_holds_cuda_and_amd_code(hip_builds: dict[st
     out = tmp_path / "both.json.gz"
     hip, cuda = hip_builds["newest-ninja"], kernel_builds["newest-ninja"]
     assert main(["build", "--build-dir", str(hip.build), "--build-dir", str(cuda.build), "--out", str(out),
-                 "--commit", "c1", "--no-cache"]) == 0
+                 "--commit", SHA, "--no-cache"]) == 0
     doc = json.loads(gzip.decompress(out.read_bytes()))
     assert doc["backend"] == "mixed" and "reason" not in doc
 

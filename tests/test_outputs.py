@@ -25,7 +25,7 @@ SCALE_F = "_ZN7kernels12scale_kernelIfEEvPT_PKS1_S1_i"
 SCALE_H = "_ZN7kernels12scale_kernelIdEEvPT_PKS1_S1_i"
 SILU = "_ZN7kernels11silu_kernelEPfPKfi"
 GEMM = "_ZN7kernels11gemm_kernelEPfPKfS2_i"
-COMMIT = "c0ffee"
+COMMIT = "c0ffee0000000000000000000000000000000000"
 
 
 def ksm(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -87,7 +87,7 @@ def test_strict_exits_1_on_a_missing_map(built: tuple[Build, Path], tmp_path: Pa
 def test_strict_covers_every_evidence_fallback(built: tuple[Build, Path], tmp_path: Path, code: str) -> None:
     _, map_file = built
     doc = json.loads(gzip.decompress(map_file.read_bytes()))
-    rec = recording(tmp_path, TESTS)
+    recording(tmp_path, TESTS)  # the folder select reads
     if code == "map-incomplete":
         doc.update(incomplete=True, objects=[], reason="1 objects unreadable")
     elif code == "commit-mismatch":

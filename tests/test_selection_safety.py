@@ -439,3 +439,46 @@ def test_build_tree_paths_either_spelling(built: Built, tmp_path: Path) -> None:
     answer = json.loads(ksm("query", str(marked), str(generated), "--build-dir", str(built.build),
                             "--source-root", str(built.repo), "--json").stdout)
     assert answer["answers"][0]["status"] == "kernels" and B_K in answer["answers"][0]["kernels"]
+
+
+# Issue 18, 6: symbolic commits are resolved where they are written, and refused where they are read
+
+
+def test_symbolic_commits_are_resolved_when_written(built: Built, tmp_path: Path) -> None:
+    decode = lambda p: json.loads(gzip.decompress(p.read_bytes()))  # noqa: E731
+    out = tmp_path / "head.json.gz"
+    assert ksm("build", "--build-dir", str(built.build), "--out", str(out), "--commit", "HEAD",
+               "--no-cache").returncode == 0
+    assert decode(out)["commit"] == built.commit
+    env = dict(os.environ, BUILDKITE_COMMIT="HEAD")
+    assert ksm("build", "--build-dir", str(built.build), "--out", str(out), "--no-cache", env=env).returncode == 0
+    assert decode(out)["commit"] == built.commit  # found from the tree's own project, without --source-root
+    rec = tmp_path / "rec"
+    proc = ksm("record", "--step", "s", "--out", str(rec), "--commit", "HEAD", "--", sys.executable, "-c", "pass",
+               cwd=built.repo)
+    assert json.loads((rec / "s.jsonl").read_text())["commit"] == built.commit, proc.stderr
+
+
+def test_a_map_commit_that_is_not_a_full_sha_is_a_mismatch(built: Built, tmp_path: Path) -> None:
+    doc = json.loads(gzip.decompress(built.map.read_bytes()))
+    rec = recorded(tmp_path, "HEAD", everyone(built))
+    for name in ("HEAD", built.commit[:12]):
+        path = tmp_path / "m.json.gz"
+        path.write_bytes(gzip.compress(json.dumps(dict(doc, commit=name)).encode()))
+        result = select("--map", str(path), "--recordings", str(rec), "--changed", "csrc/a2.cu")
+        assert result["fallback"] == "commit-mismatch" and ran(result) == set(everyone(built)), name
+
+
+def test_the_no_op_check_sees_a_new_head(built: Built, tmp_path: Path) -> None:
+    """An unchanged tree at a new commit: the map must say the new commit, not the cached one."""
+    decode = lambda p: json.loads(gzip.decompress(p.read_bytes()))  # noqa: E731
+    out = tmp_path / "m.json.gz"
+    args = ("build", "--build-dir", str(built.build), "--out", str(out))  # the project: the tree's own
+    assert ksm(*args).returncode == 0 and decode(out)["commit"] == built.commit
+    git(built.repo, "commit", "-q", "--allow-empty", "-m", "B")
+    try:
+        proc = ksm(*args)
+        assert "(up to date)" not in proc.stdout
+        assert decode(out)["commit"] == git(built.repo, "rev-parse", "HEAD") != built.commit
+    finally:
+        git(built.repo, "reset", "-q", "--soft", built.commit)

@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT if args.strict else EXIT_OK
     out = (args.out or (build_dirs[0] / DEFAULT_OUT if build_dirs else Path(DEFAULT_OUT))).resolve()
     root = args.source_root.resolve() if args.source_root else None
-    commit = mapformat.resolve_commit(args.commit, root or (build_dirs[0] if build_dirs else Path.cwd()))
+    # Resolved once, here, in the project's repository: the no-op check must see a new HEAD.
+    commit = mapformat.resolve_commit(args.commit, root or (_home(build_dirs[0]) if build_dirs else Path.cwd()))
     fingerprint_options = {
         "build_dirs": [str(b) for b in build_dirs], "source_root": str(root), "targets": args.targets,
         "mirrors": [[m.copy, m.original] for m in mirrors], "config": args.config,
@@ -116,6 +117,22 @@ def run(args: argparse.Namespace) -> int:
             _summary(args, out, out.stat().st_size, last["stats"], last.get("reason"), up_to_date=True)
             return EXIT_INPUT if args.strict and last.get("reason") else EXIT_OK
     return _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use_cache, mirrors)
+
+
+def _home(build_dir: Path) -> Path:
+    """The project a build tree was configured from (CMakeCache's CMAKE_HOME_DIRECTORY), else the tree.
+
+    String operations on one file: this runs on the no-op path, before any
+    reader or model is imported.
+    """
+    try:
+        text = (build_dir / "CMakeCache.txt").read_text(errors="replace")
+    except OSError:
+        return build_dir
+    for line in text.splitlines():
+        if line.startswith("CMAKE_HOME_DIRECTORY:"):
+            return Path(line.partition("=")[2])
+    return build_dir
 
 
 def _mirrors(specs: list[str]) -> tuple[Mirror, ...]:

@@ -4,7 +4,8 @@
 skip. Evidence removes a test only when every one of these holds:
 
 * there is at least one map, and every map has evidence (valid, complete,
-  no errors, objects listed) and a known commit, the same in all of them;
+  no errors, objects listed) and a known commit (a full SHA), the same in
+  all of them;
 * the maps cover every target: a map of a subset (``build --targets``) can
   miss the other objects a changed file is compiled into, so subsets count
   only when together they cover every target the build compiles;
@@ -33,6 +34,7 @@ import pathspec
 import regex
 
 from ..errors import KernelSymbolMapError
+from ..mapformat import is_full_sha
 from .kernelmap import KernelMap, Link, Reach
 from .recordings import Recording, Unreadable
 
@@ -201,6 +203,8 @@ def select(
     if "" in commits or len(commits) > 1:
         return fallback(COMMIT_MISMATCH, "the maps' commit is unknown" if "" in commits
                         else f"the maps are of several commits: {', '.join(sorted(commits))}")
+    if not is_full_sha(next(iter(commits))):  # a name that moves (HEAD, a branch) is no commit at all
+        return fallback(COMMIT_MISMATCH, f"the maps' commit {next(iter(commits))!r} is not a full SHA")
     (commit,) = commits
     if all(m.only_targets for m in kmaps):
         covered = set().union(*(m.only_targets for m in kmaps))

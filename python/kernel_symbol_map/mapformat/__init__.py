@@ -119,19 +119,30 @@ def generated_at() -> str:
 
 
 def resolve_commit(explicit: str | None, source_root: Path) -> str:
-    """``--commit``, else a CI variable, else ``git rev-parse HEAD`` of the source root, else ""."""
-    if explicit:
-        return explicit
-    for name in COMMIT_VARIABLES:
-        if os.environ.get(name):
-            return os.environ[name]
+    """The full SHA the build is of: ``--commit``, else a CI variable, else ``HEAD``; else "".
+
+    A symbolic name (``HEAD``, a branch, a short SHA: Buildkite allows
+    ``BUILDKITE_COMMIT=HEAD``) is resolved in the source root's repository, so
+    that a map never names a commit that moves. A name git cannot resolve is
+    kept as given, and ``select`` then never matches it (:func:`is_full_sha`).
+    """
+    named = explicit or next((os.environ[n] for n in COMMIT_VARIABLES if os.environ.get(n)), "") or "HEAD"
+    if is_full_sha(named):
+        return named
     try:
-        proc = subprocess.run(
-            ["git", "-C", str(source_root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30, check=False
-        )
+        proc = subprocess.run(["git", "-C", str(source_root), "rev-parse", "--verify", "--quiet", f"{named}^{{commit}}"],
+                              capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
-        return ""
-    return proc.stdout.strip() if proc.returncode == 0 else ""
+        return "" if named == "HEAD" else named
+    resolved = proc.stdout.strip()
+    if proc.returncode == 0 and is_full_sha(resolved):
+        return resolved
+    return "" if named == "HEAD" else named
+
+
+def is_full_sha(commit: str) -> bool:
+    """A commit named by its full object id (SHA-1 or SHA-256 hex): the only name that never moves."""
+    return len(commit) in (40, 64) and all(c in "0123456789abcdef" for c in commit)
 
 
 def fail_closed(document: dict[str, Any], what: str = "unreadable") -> None:

@@ -482,3 +482,28 @@ def test_the_no_op_check_sees_a_new_head(built: Built, tmp_path: Path) -> None:
         assert decode(out)["commit"] == git(built.repo, "rev-parse", "HEAD") != built.commit
     finally:
         git(built.repo, "reset", "-q", "--soft", built.commit)
+
+
+# Issue 18, 9: rules match the path a change really names
+
+
+def test_rules_match_the_normalised_path(built: Built, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"rules": [{"paths": ["csrc/moe/**"], "tests": ["test_moe"]},
+                                           {"paths": ["csrc/attention/**"], "tests": ["test_a"]}]}))
+    rec = recorded(tmp_path, built.commit, everyone(built))
+    result = select("--map", str(built.map), "--recordings", str(rec), "--changed", "csrc/moe/../attention/ops.cu",
+                    "--rules", str(rules))
+    assert result["fallback"] == "file-not-in-map" and "test_a" in ran(result) and "test_moe" not in ran(result)
+
+
+def test_rules_decide_under_diff_too(built: Built, tmp_path: Path) -> None:
+    """--diff with a map that cannot be used: the rules still get the change set (they are for exactly this)."""
+    repo = built.clone(tmp_path / "repo")
+    (repo / "csrc" / "host.cpp").write_text("// changed\n")
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"rules": [{"paths": ["csrc/host.cpp"], "tests": ["test_b"]}]}))
+    rec = recorded(tmp_path, built.commit, everyone(built))
+    result = select("--map", str(tmp_path / "missing.json.gz"), "--recordings", str(rec), "--diff", "HEAD",
+                    "--rules", str(rules), cwd=repo)
+    assert result["fallback"] == "no-map" and ran(result) == {"test_b"}

@@ -102,9 +102,9 @@ def run(args: argparse.Namespace) -> int:
             commit = ""
         changed = list(changes.changed_files(source_root, [c for c in (commit, args.diff) if c], source_root).paths)
     if bad_map:
-        selection = everything(tests, changed, *bad_map, rules)
+        selection = everything(tests, changed, *bad_map, rules, canonical=canonical)
     elif commit_missing:
-        selection = everything(tests, changed, MAP_COMMIT_MISSING, commit_missing, rules)
+        selection = everything(tests, changed, MAP_COMMIT_MISSING, commit_missing, rules, canonical=canonical)
     else:
         selection = select(kmaps, recordings, changed, options=options, unreadable=unreadable)
     _print(selection, args.json)

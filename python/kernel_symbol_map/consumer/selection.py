@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,15 +146,24 @@ class StaticRules:
             rules.append((tuple(rule["paths"]), tuple(rule["tests"])))
         return cls(tuple(rules))
 
-    def tests_for(self, changed: Sequence[str]) -> set[str] | None:
-        """Tests the rules name for ``changed``, or None when some file matches no rule."""
+    def tests_for(self, changed: Sequence[str], canonical: Callable[[str], str] | None = None) -> set[str] | None:
+        """Tests the rules name for ``changed``, or None when some file matches no rule.
+
+        Each path is matched as written once normalised (``csrc/moe/../attention/x.cu`` is
+        ``csrc/attention/x.cu``) and, with ``canonical``, as the file it really is (symlinks
+        resolved): the tests of every spelling, and None if any spelling matches no rule.
+        """
         specs = [(pathspec.PathSpec.from_lines("gitwildmatch", globs), tests) for globs, tests in self.rules]
         found: set[str] = set()
         for path in changed:
-            hits = [tests for spec, tests in specs if spec.match_file(path)]
-            if not hits:
-                return None
-            found.update(t for tests in hits for t in tests)
+            spellings = {posixpath.normpath(path)}
+            if canonical is not None:
+                spellings.add(canonical(path))
+            for spelled in spellings:
+                hits = [tests for spec, tests in specs if spec.match_file(spelled)]
+                if not hits:
+                    return None
+                found.update(t for tests in hits for t in tests)
         return found
 
     @property
@@ -189,7 +199,7 @@ def select(
     tests = all_tests(recordings, unreadable, rules)
 
     def fallback(code: str, why: str, files: list[Reach] | None = None) -> Selection:
-        return everything(tests, changed, code, why, rules, files or [])
+        return everything(tests, changed, code, why, rules, files or [], options.canonical)
 
     if any(u.tests is None for u in unreadable):
         u = next(u for u in unreadable if u.tests is None)
@@ -270,9 +280,10 @@ def all_tests(recordings: Sequence[Recording], unreadable: Sequence[Unreadable] 
 def everything(
     tests: Sequence[str], changed: Sequence[str], code: str, why: str,
     rules: StaticRules | None = None, files: list[Reach] | None = None,
+    canonical: Callable[[str], str] | None = None,
 ) -> Selection:
     """Evidence set aside: run every test, or what the static rules choose for ``changed``."""
-    chosen = rules.tests_for(changed) if rules and changed else None
+    chosen = rules.tests_for(changed, canonical) if rules and changed else None
     if chosen is None:
         decisions = [Decision(t, True, code, why) for t in tests]
     else:

@@ -190,6 +190,25 @@ def test_stale_deps_record_fails_closed(kernel_builds: dict[str, Build], tmp_pat
     assert strict["reason"] == doc["reason"]
 
 
+@pytest.mark.parametrize("build_id", ["3.25-ninja", "3.25-unix"])
+def test_objects_older_than_their_sources_fail_closed(kernel_builds: dict[str, Build], tmp_path: Path,
+                                                      build_id: str) -> None:
+    """A checkout with no rebuild: git gives changed files a new mtime, and the objects are out of date."""
+    b = kernel_builds[build_id]
+    header = b.source / "include" / "kernels" / "device_only.cuh"
+    st = header.stat()
+    os.utime(header, ns=(st.st_atime_ns, st.st_mtime_ns + 3_600_000_000_000))  # an hour after every object
+    try:
+        doc = build_map(b, tmp_path, "--no-cache")
+    finally:
+        os.utime(header, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert doc["objects"] == [] and doc["incomplete"] and "out of date" in doc["reason"]
+    assert all("device_only.cuh is newer than the object" in e["error"] for e in doc["errors"])
+    users = {e["source"] for e in doc["errors"]}
+    assert users and "csrc/host_only.cpp" not in users  # only the objects that include it
+    assert build_map(b, tmp_path, "--no-cache")["objects"]  # once rebuilt (here: the mtime put back), evidence
+
+
 def test_missing_depfile_fails_closed(kernel_builds: dict[str, Build], tmp_path: Path) -> None:
     b = kernel_builds["3.25-unix"]
     depfile = b.build / "CMakeFiles" / "attention.dir" / "csrc" / "attention" / "attn.cu.o.d"

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import regex
@@ -126,7 +125,8 @@ def load(
             raise BuildTreeError(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         members = {k: v for k, v in members.items() if k in targets}
 
-    deps = _deps_reader(build_dir, generator)
+    stamps = _Stamps()
+    deps = _deps_reader(build_dir, generator, stamps)
     objects: list[TreeObject] = []
     built_by: dict[str, list[TreeObject]] = {}
     for target, items in sorted(members.items()):
@@ -147,7 +147,7 @@ def load(
                                     scanned=item.depfile is None and item.scanned is not None,
                                     unity_sources=batched))
         objects += built
-    objects += _device_links(build_dir, generator, built_by, config if multi else None)
+    objects += _device_links(build_dir, generator, built_by, stamps, config if multi else None)
 
     compiler = (reply.compilers.get("CUDA") or {}) if reply else {}
     cuda = _cuda_version_from_cache(build_dir, cache) or str(compiler.get("version", ""))
@@ -342,19 +342,28 @@ def _pairs(
     raise BuildTreeError(f"{build_dir}: generator {generator!r} is not supported (use Ninja or Unix Makefiles)")
 
 
-# Deps repeat across objects (every object includes the same system headers), so
-# each distinct path is normalised and checked once; plain strings, not pathlib,
-# because this is the hot path on a 500-object tree.
-@lru_cache(maxsize=None)
-def _exists(path: str) -> bool:
-    return os.path.exists(path)
+class _Stamps(dict[str, "int | None"]):
+    """mtime_ns of each distinct path (None: missing), stat'ed once per model.
+
+    Deps repeat across objects (every object includes the same system headers),
+    so each is checked once; plain strings, not pathlib, because this is the hot
+    path on a 500-object tree. One per :func:`load`: a later load sees the disk anew.
+    """
+
+    def __missing__(self, path: str) -> int | None:
+        try:
+            value: int | None = os.stat(path).st_mtime_ns
+        except OSError:
+            value = None
+        self[path] = value
+        return value
 
 
 def _same_file(a: str, b: str) -> bool:
     return a == b or os.path.realpath(a) == os.path.realpath(b)
 
 
-def _deps_reader(build_dir: Path, generator: str) -> Callable[[_Pair], tuple[tuple[str, ...], str | None]]:
+def _deps_reader(build_dir: Path, generator: str, stamps: _Stamps) -> Callable[[_Pair], tuple[tuple[str, ...], str | None]]:
     """A function giving an object's deps, or why they cannot be trusted."""
     if "Ninja" in generator:
         log_error, log = None, None
@@ -370,7 +379,7 @@ def _deps_reader(build_dir: Path, generator: str) -> Callable[[_Pair], tuple[tup
             record = log.lookup(rel) or log.lookup(str(pair.object))
             if record is None:
                 return (), "no deps record in .ninja_deps (object not built by this ninja?)"
-            return _checked(pair, record.deps, stale(record, pair.object))
+            return _checked(pair, record.deps, stale(record, pair.object), stamps)
 
         return ninja
 
@@ -388,12 +397,12 @@ def _deps_reader(build_dir: Path, generator: str) -> Callable[[_Pair], tuple[tup
         except BuildTreeError as e:
             return (), str(e)
         base = str(build_dir)
-        return _checked(pair, tuple(os.path.normpath(os.path.join(base, d)) for d in listed), None)
+        return _checked(pair, tuple(os.path.normpath(os.path.join(base, d)) for d in listed), None, stamps)
 
     return depfile
 
 
-def _checked(pair: _Pair, deps: tuple[str, ...], why: str | None) -> tuple[tuple[str, ...], str | None]:
+def _checked(pair: _Pair, deps: tuple[str, ...], why: str | None, stamps: _Stamps) -> tuple[tuple[str, ...], str | None]:
     if why:
         return deps, why
     source = str(pair.source)
@@ -401,14 +410,29 @@ def _checked(pair: _Pair, deps: tuple[str, ...], why: str | None) -> tuple[tuple
         return deps, f"deps record does not list the object's own source {pair.source}"
     # A dependency that is gone means the object is out of date, or the record is damaged
     # (ninja's log has no checksum over paths): either way, not evidence.
-    if not all(map(_exists, deps)):
-        missing = next(d for d in deps if not _exists(d))
+    missing = next((d for d in deps if stamps[d] is None), None)
+    if missing is not None:
         return deps, f"deps record lists {missing}, which does not exist"
-    return deps, None
+    return deps, out_of_date(pair.object, deps, stamps)
+
+
+def out_of_date(obj: Path, deps: Iterable[str], stamps: _Stamps) -> str | None:
+    """Why ``obj`` is older than what it was compiled from (a checkout with no rebuild), or None.
+
+    The build tool would recompile it: its kernels are those of files that are
+    no longer there, and the map must not name them under today's commit.
+    """
+    built = stamps[str(obj)]
+    if built is None:
+        return "object is missing"
+    newest = max(deps, key=lambda d: stamps[d] or 0, default=None)
+    if newest is not None and (stamps[newest] or 0) > built:
+        return f"out of date: {newest} is newer than the object (rebuild before mapping)"
+    return None
 
 
 def _device_links(
-    build_dir: Path, generator: str, built_by: dict[str, list[TreeObject]], config: str | None = None
+    build_dir: Path, generator: str, built_by: dict[str, list[TreeObject]], stamps: _Stamps, config: str | None = None
 ) -> list[TreeObject]:
     """Each target's ``cmake_device_link.o``, whose deps are those of the objects it links."""
     group_of = {t: {pairing.group_dir(o.object) for o in objs} for t, objs in built_by.items() if objs}
@@ -421,7 +445,6 @@ def _device_links(
         for obj in sorted(p for p in found if pairing.group_dir(p) in groups):
             errors = [f"{o.object.name}: {o.error}" for o in linked if o.error]
             deps = tuple(sorted({d for o in linked for d in o.deps} | {str(o.source) for o in linked if o.source}))
-            error = None if obj.exists() else "object is missing"
-            error = error or ("; ".join(errors) if errors else None)
+            error = "; ".join(errors) if errors else out_of_date(obj, deps, stamps)
             out.append(TreeObject(target, obj, None, "CUDA", deps, error, device_link=True))
     return out

@@ -35,6 +35,9 @@ _COMPILE_RULE = regex.compile(r"^([A-Za-z0-9]+)_COMPILER__([A-Za-z0-9_.-]+)$")
 _RULE_ESCAPE = regex.compile(r"\.([0-9a-fA-F]{2})")
 _MAKE_TARGET = regex.compile(r"^([^\s:#][^\s:]*): (\S+)/rule$", regex.M)
 _MAKE_BUILDING = regex.compile(r'"Building (\w+) object (.+?)"')
+_MAKE_DEPENDS = regex.compile(r"set\(CMAKE_MAKEFILE_DEPENDS\s+(.*?)\)", regex.S)
+_QUOTED = regex.compile(r'"((?:[^"\\]|\\.)*)"')
+RERUN = ": RERUN_CMAKE"
 
 
 @dataclass(frozen=True)
@@ -131,3 +134,45 @@ def _make_languages(build_make: Path, build_dir: Path) -> dict[Path, str]:
     except OSError as e:
         raise BuildTreeError(f"{build_make}: {e.strerror or e}") from None
     return {absolute(obj, build_dir): lang for lang, obj in _MAKE_BUILDING.findall(text)}
+
+
+def configure_inputs(build_dir: Path, generator: str) -> tuple[Path, ...]:
+    """Every file the project's configure read: a change to one re-runs CMake, and may change anything.
+
+    Ninja: the implicit inputs of ``build build.ninja: RERUN_CMAKE``. Unix
+    Makefiles: ``CMAKE_MAKEFILE_DEPENDS`` in ``CMakeFiles/Makefile.cmake``.
+    ``configure_file`` inputs are among them: their build-tree copies are what
+    objects include, so the originals must never look clearable.
+    """
+    if "Ninja" in generator:
+        path = build_dir / "build.ninja"
+        text = _read(path)
+        at = text.find(RERUN)
+        if at < 0:
+            raise BuildTreeError(f"{path}: no RERUN_CMAKE statement")
+        start = text.rfind("\n", 0, at) + 1
+        end = at
+        while True:  # the statement's logical line: `$` continuations joined
+            end = text.find("\n", end)
+            if end < 0 or not text[:end].endswith("$"):
+                break
+            end += 1
+        line = text[start : end if end >= 0 else len(text)].replace("$\n", " ")
+        statement = ninjafile.parse_build(line, f"{path}:{text.count(chr(10), 0, start) + 1}")
+        names = statement.inputs + statement.implicit
+    elif generator == "Unix Makefiles":
+        path = build_dir / "CMakeFiles" / "Makefile.cmake"
+        found = _MAKE_DEPENDS.search(_read(path))
+        if found is None:
+            raise BuildTreeError(f"{path}: no CMAKE_MAKEFILE_DEPENDS")
+        names = tuple(m.group(1) for m in _QUOTED.finditer(found.group(1)))
+    else:
+        return ()
+    return tuple(absolute(n, build_dir) for n in names)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError as e:
+        raise BuildTreeError(f"{path}: {e.strerror or e}") from None

@@ -30,6 +30,7 @@ from .ninjadeps import NinjaDeps, stale
 _CUDA_VERSIONS = (regex.compile(r'set\(CMAKE_CUDA_COMPILER_TOOLKIT_VERSION "([^"]+)"\)'),
                   regex.compile(r'set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)'))
 _LANGUAGE_BY_SUFFIX = {".cu": "CUDA", ".hip": "HIP", ".c": "C"}
+PCH_SUFFIXES = (".gch", ".pch")
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,15 @@ class TreeObject:
     device_link: bool = False
     scanned: bool = False  # deps from CMake's own scan (project headers only), not the compiler
     unity_sources: tuple[str, ...] = ()  # a unity object's real sources (its source is CMake's unity file)
+
+    @property
+    def precompiled_header(self) -> bool:
+        """CMake's precompiled header (``cmake_pch.hxx.gch``, clang's ``.pch``): host code, never device code.
+
+        Its deps are the headers it precompiles, which the objects using it do
+        not list again; so it stays in the map as a host object, unread.
+        """
+        return self.object.suffix in PCH_SUFFIXES
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,7 @@ class BuildTree:
     inputs: tuple[str, ...] = ()  # every file the model was read from: a change to any means re-run
     compiling_targets: tuple[str, ...] = ()  # every target with objects, before any --targets filter
     config: str = ""  # CMAKE_BUILD_TYPE, or the Ninja Multi-Config configuration mapped
+    configure_inputs: tuple[str, ...] = ()  # every file the configure read (CMakeLists, configure_file inputs)
 
 
 @dataclass
@@ -164,6 +175,7 @@ def load(
         notes=tuple(notes),
         inputs=inputs,
         compiling_targets=compiling,
+        configure_inputs=tuple(str(p) for p in generatorfiles.configure_inputs(build_dir, generator)),
         config=config,
     )
 

@@ -91,6 +91,11 @@ def _split(text: str, where: str) -> list[str]:
     return tokens
 
 
+def parse_build(line: str, where: str) -> BuildStatement:
+    """One ``build ...`` line (continuations joined), for readers that look for a single statement."""
+    return _statement(line, where)
+
+
 def _statement(line: str, where: str) -> BuildStatement:
     tokens = _split(line[len("build "):], where)
     if ":" not in tokens:

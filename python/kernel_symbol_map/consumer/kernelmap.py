@@ -44,7 +44,7 @@ class Link:
 @dataclass(frozen=True)
 class Reach:
     path: str
-    status: str  # "kernels", "host", "unknown", "not-in-map", "no-evidence"
+    status: str  # "kernels", "host", "unknown", "configure", "not-in-map", "no-evidence"
     symbols: frozenset[str]
     links: tuple[Link, ...] = ()
 
@@ -58,6 +58,9 @@ class Reach:
             return f"{self.path}: the map holds no evidence"
         if self.status == "not-in-map":
             return f"{self.path}: no object of the map has it as source or dependency"
+        if self.status == "configure":
+            return f"{self.path}: the project's configure reads it (CMakeLists, a configure_file input): " \
+                "a change to it may change any object"
         kinds = {"host": "host-only object", "unknown": "object whose kernels are unknown"}
         parts = [f"{_plural(len(self.symbols), 'kernel')} through {_plural(len(self.links), 'object')}"]
         if self.status in kinds:
@@ -178,7 +181,19 @@ class KernelMap:
             for p in paths:
                 spellings[p] |= aliases.get(canonical(p), set())
         index = self.__dict__.get("_paths") or self._scan(set().union(*spellings.values()) if paths else set())
-        return [self._reach(p, sorted({h for s in spellings[p] for h in index.get(s, [])})) for p in paths]
+        configured = self._configured(canonical)
+        found = []
+        for p in paths:
+            reach = self._reach(p, sorted({h for s in spellings[p] for h in index.get(s, [])}))
+            if spellings[p] & configured or (canonical is not None and canonical(p) in configured):
+                reach = Reach(p, "configure", reach.symbols, reach.links)
+            found.append(reach)
+        return found
+
+    def _configured(self, canonical: Callable[[str], str] | None) -> set[str]:
+        """The map's configure inputs, as spelled and (with ``canonical``) as the files they are."""
+        spelled = set(self.document.get("configure_inputs", ()))
+        return spelled | {canonical(p) for p in spelled} if canonical is not None else spelled
 
     def _aliases(self, canonical: Callable[[str], str]) -> dict[str, set[str]]:
         """Canonical key -> every spelling of that file in the map; once per ``canonical``."""

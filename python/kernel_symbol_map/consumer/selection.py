@@ -50,10 +50,12 @@ NO_CHANGES = "no-changes"
 FILE_NOT_IN_MAP = "file-not-in-map"
 HOST_FILE = "host-file"
 UNKNOWN_FILE = "unknown-file"
+CONFIGURE_INPUT = "configure-input"
 RECORDING_INCOMPLETE = "recording-incomplete"
 RECORDING_UNREADABLE = "recording-unreadable"
 UNKNOWN_KERNEL = "unknown-kernel"
-_FILE_CODES = {"not-in-map": FILE_NOT_IN_MAP, "host": HOST_FILE, "unknown": UNKNOWN_FILE}
+_FILE_CODES = {"not-in-map": FILE_NOT_IN_MAP, "host": HOST_FILE, "unknown": UNKNOWN_FILE,
+               "configure": CONFIGURE_INPUT}
 # Fallbacks because the evidence itself could not be used (missing, unreadable, partial, of another
 # commit), as opposed to answers about the change (a host file, a file no map knows, no change at all).
 # --strict exits 1 on these.
@@ -298,7 +300,7 @@ def _combine(path: str, reaches: Sequence[Reach]) -> Reach:
     if len(present) <= 1:
         return present[0] if present else reaches[0]
     statuses = {r.status for r in present}
-    status = next((s for s in ("unknown", "host") if s in statuses), "kernels")
+    status = next((s for s in ("configure", "unknown", "host") if s in statuses), "kernels")
     links: tuple[Link, ...] = tuple(lk for r in present for lk in r.links)
     return Reach(path, status, frozenset().union(*(r.symbols for r in present)), links)
 

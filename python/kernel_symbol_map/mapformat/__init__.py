@@ -71,14 +71,24 @@ def spell(path: str | os.PathLike[str], source_root: str | os.PathLike[str], bui
 
     Inside a build folder: relative to it, behind its marker (checked first: a
     build folder inside the source tree is still a build folder). Inside the
-    source root: relative to it. Anything else (system and toolkit headers)
-    stays absolute.
+    source root: relative to it. A path spelled through a symlinked root (a
+    project configured as ``-S /link``) is compared as the real file too.
+    Anything else (system and toolkit headers) stays absolute.
     """
     p = os.path.normpath(path)
+    marked = _under(p, source_root, build_dirs)
+    if marked is None:
+        real = os.path.realpath(p)
+        marked = _under(real, os.path.realpath(source_root), [os.path.realpath(b) for b in build_dirs])
+    return p if marked is None else marked
+
+
+def _under(p: str, source_root: str | os.PathLike[str], build_dirs: Sequence[str]) -> str | None:
     for index, folder in enumerate(build_dirs):
         if p == folder or p.startswith(folder.rstrip("/") + "/"):
             return build_marker(index) + p[len(folder.rstrip("/")) :]
-    return relpath(p, source_root)
+    rel = relpath(p, source_root)
+    return None if os.path.isabs(rel) else rel
 
 
 def unspell(path: str, build_dirs: Sequence[str]) -> str:
@@ -153,7 +163,8 @@ def fail_closed(document: dict[str, Any], what: str = "unreadable") -> None:
     document["incomplete"] = True
     document["objects"] = []
     first = errors[0]
-    document["reason"] = f"{len(errors)} objects {what}, e.g. {first['object']}: {first['error']}"
+    document["reason"] = f"{len(errors)} object{'' if len(errors) == 1 else 's'} {what}, e.g. {first['object']}: " \
+        f"{first['error']}"
 
 
 def merge(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
@@ -314,7 +325,7 @@ def problems(document: Any) -> list[str]:
     for key in ("reason", "backend"):
         if key in document and not isinstance(document[key], str):
             found.append(f"field {key!r} is not a string")
-    for key in ("only_targets", "all_targets"):
+    for key in ("only_targets", "all_targets", "configure_inputs"):
         value = document.get(key)
         if value is not None and not (isinstance(value, list) and all(isinstance(t, str) for t in value)):
             found.append(f"field {key!r} is not a list of strings")

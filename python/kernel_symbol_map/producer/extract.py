@@ -73,7 +73,8 @@ def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options) 
 
 
 def _entry(
-    obj: TreeObject, result: Result | None, tree: BuildTree, relative: Callable[[str], str], mirrors: Mirrors
+    obj: TreeObject, result: Result | None, tree: BuildTree, relative: Callable[[str], str], mirrors: Mirrors,
+    spellings: Callable[[str], tuple[str, ...]],
 ) -> dict[str, Any]:
     source, copy = mirrors.resolve(str(obj.source if obj.source is not None else obj.object))
     entry: dict[str, Any] = {
@@ -82,7 +83,7 @@ def _entry(
         "object": mapformat.relpath(obj.object, tree.build_dir),
         "device": obj.language in DEVICE_LANGUAGES or bool(result and result.device),
         "symbols": list(result.symbols) if result else [],
-        "deps": sorted({relative(mirrors.resolve(d)[0]) for d in obj.deps}),
+        "deps": sorted({s for d in obj.deps for s in spellings(mirrors.resolve(d)[0])}),
         "archs": list(result.archs) if result else [],
     }
     if copy is not None:  # compiled from a hipified copy: the map names the original, and keeps the copy
@@ -118,16 +119,32 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     root = (options.source_root or (trees[0].source_root if trees else Path.cwd())).resolve()
     folders = [os.path.normpath(b.resolve()) for b in options.build_dirs]
     relative = lru_cache(maxsize=None)(lambda p: mapformat.spell(p, root, folders))
+
+    @lru_cache(maxsize=None)
+    def spellings(path: str) -> tuple[str, ...]:
+        """A project file as the compiler spelled it, and as the real file when reached through a symlink.
+
+        A header staged into the build tree as a link (or linked inside the
+        source tree) is then reached by an edit of the file people change.
+        Files outside the project stay as spelled, so no realpath is paid there.
+        """
+        spelled = relative(path)
+        if os.path.isabs(spelled):
+            return (spelled,)
+        real = relative(os.path.realpath(path))
+        return (spelled,) if real == spelled or os.path.isabs(real) else (spelled, real)
+
     tool = f"{__version__}/{options.backend}"
     caches = {t.build_dir: ObjectCache(t.build_dir, tool, log) for t in trees} if options.use_cache else {}
     results = _read_all(
-        [(o.object, caches.get(t.build_dir)) for t in trees for o in t.objects if not o.error], options
+        [(o.object, caches.get(t.build_dir)) for t in trees for o in t.objects
+         if not o.error and not o.precompiled_header], options
     )
     objects = []
     mirrors = Mirrors(options.mirrors)
     for tree in trees:
         for obj in tree.objects:
-            objects.append(_entry(obj, results.get(obj.object), tree, relative, mirrors))
+            objects.append(_entry(obj, results.get(obj.object), tree, relative, mirrors, spellings))
         if tree.build_dir in caches:
             caches[tree.build_dir].save(str(o.object) for o in tree.objects)
     objects.sort(key=lambda e: (e["source"], e["target"], e["object"]))
@@ -164,6 +181,9 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
                      "project headers only")
     if notes:
         document["notes"] = notes
+    # What the configure read (CMakeLists, configure_file inputs): a change to one may change any object.
+    document["configure_inputs"] = sorted({r for t in trees for p in t.configure_inputs
+                                           if not os.path.isabs(r := relative(p)) and not r.startswith("$")})
     if options.targets:  # a subset: a consumer may clear tests only with maps that cover every target
         document["only_targets"] = sorted(options.targets)
         document["all_targets"] = sorted({t for tree in trees for t in tree.compiling_targets})

@@ -19,15 +19,17 @@ setuptools-driven and plain CMake builds; or through ``KernelSymbolMap_DIR``.
   ::
 
     kernel_symbol_map(
-      [TARGETS <target>...]          # default: every target that compiles CUDA or HIP
+      [TARGETS <target>...]          # default: every target that compiles (host-only ones too), but EXCLUDE_FROM_ALL ones
       [OUTPUT <file>]                # default: ${CMAKE_BINARY_DIR}/kernel_symbol_map.json.gz
       [INSTALL_DESTINATION <dir>]    # default: the scikit-build-core package, else share/kernel_symbol_map
       [COMPONENT <name>...]          # install components (vLLM-style setup.py flows)
       [SOURCE_MIRRORS <copy> <original>...]  # hipified copies -> the sources people edit
       [STRICT])                      # fail the build when the map is not complete
 
-  Adds the target ``kernel_symbol_map`` (in ``ALL``), which depends on the
-  listed targets and re-runs the extractor only when one of their objects
+  By default every target that compiles is mapped, host-only ones included
+  (a header they share with a kernel target must never look clearable);
+  targets excluded from ``ALL`` are left out and named in the map. Adds the
+  target ``kernel_symbol_map`` (in ``ALL``), which depends on the mapped targets and re-runs the extractor only when one of their objects
   changed; an install step that brings the map up to date (building any
   listed target that was not built) and installs it; and, when the
   environment variable ``KERNEL_SYMBOL_MAP_OUT`` is set at install time, a
@@ -101,9 +103,12 @@ function(_kernel_symbol_map_own_python out)
   set(${out} "" PARENT_SCOPE)
 endfunction()
 
-function(_kernel_symbol_map_device_targets dir out)
-  # Every target under ${dir} whose sources include CUDA or HIP files.
+function(_kernel_symbol_map_compiling_targets dir out excluded_out)
+  # Every target under ${dir} that compiles sources, host-only ones included: a header a host
+  # target shares must never look clearable. Targets excluded from ALL are left out (the build
+  # never builds them), and named in ${excluded_out}.
   set(found "")
+  set(excluded "")
   get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
   foreach(tgt IN LISTS targets)
     if(NOT TARGET "${tgt}")
@@ -113,17 +118,25 @@ function(_kernel_symbol_map_device_targets dir out)
     if(NOT type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$")
       continue()
     endif()
-    _kernel_symbol_map_has_device_code("${tgt}" has_device)
-    if(has_device)
+    get_target_property(imported "${tgt}" IMPORTED)
+    if(imported)
+      continue()
+    endif()
+    get_target_property(not_in_all "${tgt}" EXCLUDE_FROM_ALL)
+    if(not_in_all)
+      list(APPEND excluded "${tgt}")
+    else()
       list(APPEND found "${tgt}")
     endif()
   endforeach()
   get_property(subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
   foreach(sub IN LISTS subdirs)
-    _kernel_symbol_map_device_targets("${sub}" sub_found)
+    _kernel_symbol_map_compiling_targets("${sub}" sub_found sub_excluded)
     list(APPEND found ${sub_found})
+    list(APPEND excluded ${sub_excluded})
   endforeach()
   set(${out} "${found}" PARENT_SCOPE)
+  set(${excluded_out} "${excluded}" PARENT_SCOPE)
 endfunction()
 
 function(kernel_symbol_map)
@@ -224,20 +237,27 @@ endif()" COMPONENT "${component}")
 endfunction()
 
 function(_kernel_symbol_map_finish python output strict targets mirror_args)
+  set(selected "")
+  set(excluded "")
   if(targets)
+    set(selected --targets ${targets})
     foreach(tgt IN LISTS targets)
       if(NOT TARGET "${tgt}")
         message(FATAL_ERROR "kernel_symbol_map(): unknown target ${tgt}")
       endif()
       _kernel_symbol_map_has_device_code("${tgt}" has_device)
       if(NOT has_device)
-        message(WARNING "kernel_symbol_map(): target ${tgt} has no CUDA or HIP sources; it will map no kernels")
+        message(STATUS "kernel_symbol_map(): target ${tgt} has no CUDA or HIP sources; its objects are mapped as host code")
       endif()
     endforeach()
   else()
-    _kernel_symbol_map_device_targets("${CMAKE_SOURCE_DIR}" targets)
+    # No --targets: the map covers every target that compiles, so that it is whole.
+    _kernel_symbol_map_compiling_targets("${CMAKE_SOURCE_DIR}" targets excluded)
+    if(excluded)
+      set(selected --exclude-targets ${excluded})
+    endif()
     if(NOT targets)
-      message(WARNING "kernel_symbol_map(): no target compiles CUDA or HIP; the map will be empty")
+      message(WARNING "kernel_symbol_map(): no target compiles anything; the map will be empty")
     endif()
   endif()
 
@@ -265,9 +285,7 @@ function(_kernel_symbol_map_finish python output strict targets mirror_args)
   set(command "${CMAKE_COMMAND}" -E env ${python_env} KERNEL_SYMBOL_MAP_INSIDE_BUILD=1
     "${python}" -m kernel_symbol_map build --build-dir "${CMAKE_BINARY_DIR}"
     --source-root "${CMAKE_SOURCE_DIR}" --out "${output}" --config "$<CONFIG>" ${strict_flag} ${mirror_args})
-  if(targets)
-    list(APPEND command --targets ${targets})
-  endif()
+  list(APPEND command ${selected})
   add_custom_command(
     OUTPUT "${output}"
     COMMAND ${command}

@@ -103,6 +103,6 @@ def both_models(build_dir: Path) -> tuple[Any, Any]:
 
 
 def model_key(tree: Any) -> list[tuple[Any, ...]]:
-    """Everything a model says about its objects, comparable between two models."""
+    """Everything a model says about its objects and targets, comparable between two models."""
     return sorted((o.target, str(o.object), str(o.source), o.language, o.deps, o.error, o.device_link, o.scanned,
-                   o.unity_sources) for o in tree.objects)
+                   o.unity_sources) for o in tree.objects) + [("links", sorted(tree.links.items()))]

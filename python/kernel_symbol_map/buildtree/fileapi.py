@@ -52,14 +52,21 @@ class Artifact:
 
 
 @dataclass(frozen=True)
+class Dependency:
+    id: str
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     type: str
+    id: str = ""
     paths: Paths = field(default_factory=Paths)
     nameOnDisk: str = ""  # noqa: N815
     sources: tuple[Source, ...] = ()
     compileGroups: tuple[CompileGroup, ...] = ()  # noqa: N815
     artifacts: tuple[Artifact, ...] = ()
+    dependencies: tuple[Dependency, ...] = ()  # targets built first: link, object-library and manual deps
 
     def language_of(self, source: Source) -> str | None:
         """The compile language of a compiled source; None for headers, rules and objects."""
@@ -116,6 +123,11 @@ class Reply:
     cache: dict[str, str]
     compilers: dict[str, dict[str, Any]]  # language -> toolchains' "compiler" object
     index: Path
+
+    def dependencies(self) -> dict[str, set[str]]:
+        """Target -> the targets it depends on directly, by name."""
+        names = {t.id: t.name for t in self.targets}
+        return {t.name: {names[d.id] for d in t.dependencies if d.id in names} for t in self.targets}
 
 
 def query_file(build_dir: Path) -> Path:

@@ -35,9 +35,18 @@ _COMPILE_RULE = regex.compile(r"^([A-Za-z0-9]+)_COMPILER__([A-Za-z0-9_.-]+)$")
 _RULE_ESCAPE = regex.compile(r"\.([0-9a-fA-F]{2})")
 _MAKE_TARGET = regex.compile(r"^([^\s:#][^\s:]*): (\S+)/rule$", regex.M)
 _MAKE_BUILDING = regex.compile(r'"Building (\w+) object (.+?)"')
+_MAKE_ALL = regex.compile(r"^(\S+)/all:(?: (\S+)/all)?$", regex.M)
 _MAKE_DEPENDS = regex.compile(r"set\(CMAKE_MAKEFILE_DEPENDS\s+(.*?)\)", regex.S)
 _QUOTED = regex.compile(r'"((?:[^"\\]|\\.)*)"')
 RERUN = ": RERUN_CMAKE"
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What the generator's files say: every compiled object, and which targets each target depends on."""
+
+    objects: list[GeneratedObject]
+    dependencies: dict[str, set[str]]  # target -> targets built before it (link and object-library deps)
 
 
 @dataclass(frozen=True)
@@ -60,17 +69,24 @@ def manifest(build_dir: Path, config: str, multi_config: bool) -> Path:
     return build_dir / (f"build-{config}.ninja" if multi_config else "build.ninja")
 
 
-def from_ninja(build_dir: Path, config: str, multi_config: bool = False) -> list[GeneratedObject]:
+def from_ninja(build_dir: Path, config: str, multi_config: bool = False) -> Generated:
     """Every object the manifest of ``config`` compiles, with its target, source and language.
 
     Ninja Multi-Config spells the order-only target with the configuration in
-    capitals (``cmake_object_order_depends_target_ops_RELEASE``).
+    capitals (``cmake_object_order_depends_target_ops_RELEASE``). Target
+    dependencies are the order-only inputs of those phony targets.
     """
     path = manifest(build_dir, config, multi_config)
     suffix = f"_{config}"
     order_suffix = f"_{config.upper()}" if multi_config else ""
     found = []
+    dependencies: dict[str, set[str]] = {}
     for st in ninjafile.read(path, build_dir):
+        if st.rule == "phony" and len(st.outputs) == 1 and st.outputs[0].startswith(ORDER_DEPENDS):
+            target = st.outputs[0][len(ORDER_DEPENDS):].removesuffix(order_suffix)
+            dependencies[target] = {o[len(ORDER_DEPENDS):].removesuffix(order_suffix)
+                                    for o in st.order_only if o.startswith(ORDER_DEPENDS)}
+            continue
         m = _COMPILE_RULE.match(st.rule)
         if not m or not m.group(2).endswith(suffix) or not st.inputs:
             continue
@@ -84,7 +100,7 @@ def from_ninja(build_dir: Path, config: str, multi_config: bool = False) -> list
                                      language))
     if not found:
         raise BuildTreeError(f"{path}: no compile statements for configuration {config!r}")
-    return found
+    return Generated(found, dependencies)
 
 
 def built_configurations(build_dir: Path, configs: list[str]) -> list[str]:
@@ -92,7 +108,7 @@ def built_configurations(build_dir: Path, configs: list[str]) -> list[str]:
     built = []
     for config in configs:
         try:
-            objects = from_ninja(build_dir, config, multi_config=True)
+            objects = from_ninja(build_dir, config, multi_config=True).objects
         except BuildTreeError:
             continue
         if any(o.object.exists() for o in objects):
@@ -100,15 +116,26 @@ def built_configurations(build_dir: Path, configs: list[str]) -> list[str]:
     return built
 
 
-def from_makefiles(build_dir: Path) -> list[GeneratedObject]:
-    """Every object the Makefiles compile, with its target, source, language and depfile."""
+def from_makefiles(build_dir: Path) -> Generated:
+    """Every object the Makefiles compile, with its target, source, language and depfile.
+
+    Target dependencies are ``Makefile2``'s ``<dir>/all: <other dir>/all`` lines.
+    """
     makefile2 = build_dir / "CMakeFiles" / "Makefile2"
     listed = build_dir / "CMakeFiles" / "TargetDirectories.txt"
     try:
-        names = {absolute(d, build_dir): n for n, d in _MAKE_TARGET.findall(makefile2.read_text(errors="replace"))}
+        text = makefile2.read_text(errors="replace")
+        names = {absolute(d, build_dir): n for n, d in _MAKE_TARGET.findall(text)}
         directories = [Path(line) for line in listed.read_text(errors="replace").splitlines() if line.strip()]
     except OSError as e:
         raise BuildTreeError(f"{e.filename}: {e.strerror or e}") from None
+    dependencies: dict[str, set[str]] = {}
+    for before, after in _MAKE_ALL.findall(text):
+        target = names.get(absolute(before, build_dir))
+        if target is not None:
+            dependencies.setdefault(target, set())
+            if after and (other := names.get(absolute(after, build_dir))) is not None:
+                dependencies[target].add(other)
     found = []
     for directory in directories:
         info = directory / "DependInfo.cmake"
@@ -125,7 +152,7 @@ def from_makefiles(build_dir: Path) -> list[GeneratedObject]:
             found.append(GeneratedObject(name, o.object, o.source, languages.get(o.object, ""), o.depfile, o.scanned))
     if not found:
         raise BuildTreeError(f"{listed}: no target compiles any object")
-    return found
+    return Generated(found, dependencies)
 
 
 def _make_languages(build_make: Path, build_dir: Path) -> dict[Path, str]:

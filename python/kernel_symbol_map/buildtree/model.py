@@ -70,6 +70,7 @@ class BuildTree:
     compiling_targets: tuple[str, ...] = ()  # every target with objects, before any --targets filter
     config: str = ""  # CMAKE_BUILD_TYPE, or the Ninja Multi-Config configuration mapped
     configure_inputs: tuple[str, ...] = ()  # every file the configure read (CMakeLists, configure_file inputs)
+    links: dict[str, tuple[str, ...]] = field(default_factory=dict)  # target -> compiling targets it depends on
 
 
 @dataclass
@@ -90,6 +91,7 @@ def load(
     inside_build: bool = False,
     reconfigure: bool = False,
     targets: list[str] | None = None,
+    exclude: list[str] | None = None,
     config: str | None = None,
     log: Callable[[str], None] = lambda _m: None,
     use_cache: bool = False,
@@ -100,6 +102,7 @@ def load(
     object lists (inside a build); the generator's own files (``build.ninja``,
     the Makefiles). Only ``reconfigure`` re-runs the project's configure.
     Ninja Multi-Config maps one configuration: ``config``, else the one built.
+    ``exclude`` names targets the build leaves out (``EXCLUDE_FROM_ALL``).
     """
     build_dir = build_dir.resolve()
     cache = fileapi.read_cmake_cache(build_dir)
@@ -114,22 +117,28 @@ def load(
     languages: dict[Path, str] = {}
     members: dict[str, list[_Pair | tuple[Path, str]]] = defaultdict(list)  # target -> pairs, or (object, error)
     if multi:  # the configuration's own manifest is exact; the reply, when there is one, must agree with it
-        pairs, how = _generated(build_dir, generator, cache, members, languages, config)
+        generated, how = _read_generated(build_dir, generator, cache, config)
+        pairs, dependencies = _generated(generated, members, languages), generated.dependencies
         if reply is not None:
             _agree(reply, members, source_root, how)
             how += ", checked against the file-API reply"
     elif reply is None and listed is None:
-        pairs, how = _generated(build_dir, generator, cache, members, languages)
+        generated, how = _read_generated(build_dir, generator, cache)
+        pairs, dependencies = _generated(generated, members, languages), generated.dependencies
         notes.append(f"no current file-API reply: targets and objects read from {how}")
     else:
         pairs, groups, how = _pairs(build_dir, generator, cache, use_cache)
         how = _assign(pairs, groups, how, reply, listed, members)
+        dependencies = reply.dependencies() if reply else _read_generated(build_dir, generator, cache)[0].dependencies
     if reply is not None:
         for t in reply.targets:
             languages.update(pairing.compiled_sources(t, source_root))
 
     known = set(members) | ({t.name for t in reply.targets} if reply else set())
+    if exclude:  # targets the build never builds (EXCLUDE_FROM_ALL): not part of the map, nor of "every target"
+        members = {k: v for k, v in members.items() if k not in exclude}
     compiling = tuple(sorted(members))
+    links = {t: tuple(sorted(dependencies.get(t, set()) & set(compiling) - {t})) for t in compiling}
     if targets:
         unknown = sorted(set(targets) - known)
         if unknown:
@@ -158,7 +167,7 @@ def load(
                                     scanned=item.depfile is None and item.scanned is not None,
                                     unity_sources=batched))
         objects += built
-    objects += _device_links(build_dir, generator, built_by, stamps, config if multi else None)
+    objects += _device_links(build_dir, generator, built_by, links, stamps, config if multi else None)
 
     compiler = (reply.compilers.get("CUDA") or {}) if reply else {}
     cuda = _cuda_version_from_cache(build_dir, cache) or str(compiler.get("version", ""))
@@ -176,6 +185,7 @@ def load(
         inputs=inputs,
         compiling_targets=compiling,
         configure_inputs=tuple(str(p) for p in generatorfiles.configure_inputs(build_dir, generator)),
+        links={t: d for t, d in links.items() if d},
         config=config,
     )
 
@@ -295,33 +305,37 @@ def _reply(
     return None
 
 
-def _generated(
-    build_dir: Path, generator: str, cache: dict[str, str],
-    members: dict[str, list[_Pair | tuple[Path, str]]], languages: dict[Path, str], config: str | None = None,
-) -> tuple[list[_Pair], str]:
-    """Fill ``members`` and ``languages`` from the generator's own files; (pairs, where from)."""
+def _read_generated(
+    build_dir: Path, generator: str, cache: dict[str, str], config: str | None = None
+) -> tuple[generatorfiles.Generated, str]:
+    """What the generator's own files say, and which files those were."""
     how_to_fix = ("configure once with the package (find_package(KernelSymbolMap) and kernel_symbol_map(), or "
                   "CMAKE_PROJECT_TOP_LEVEL_INCLUDES), or run build --reconfigure")
     try:
         if generator == MULTI_CONFIG and config is not None:
-            found = generatorfiles.from_ninja(build_dir, config, multi_config=True)
-            how = f"build-{config}.ninja"
-        elif "Ninja" in generator and "Multi-Config" not in generator:
-            found, how = generatorfiles.from_ninja(build_dir, cache.get("CMAKE_BUILD_TYPE", "")), "build.ninja"
-        elif generator == "Unix Makefiles":
-            found, how = generatorfiles.from_makefiles(build_dir), "Makefile2+DependInfo"
-        else:
-            raise BuildTreeError(f"generator {generator!r} has no read-only model")
+            return generatorfiles.from_ninja(build_dir, config, multi_config=True), f"build-{config}.ninja"
+        if "Ninja" in generator and "Multi-Config" not in generator:
+            return generatorfiles.from_ninja(build_dir, cache.get("CMAKE_BUILD_TYPE", "")), "build.ninja"
+        if generator == "Unix Makefiles":
+            return generatorfiles.from_makefiles(build_dir), "Makefile2+DependInfo"
+        raise BuildTreeError(f"generator {generator!r} has no read-only model")
     except BuildTreeError as e:
         raise BuildTreeError(f"{build_dir}: no current file-API reply, and {e}; {how_to_fix}") from None
+
+
+def _generated(
+    generated: generatorfiles.Generated, members: dict[str, list[_Pair | tuple[Path, str]]],
+    languages: dict[Path, str],
+) -> list[_Pair]:
+    """Fill ``members`` and ``languages`` from the generator's own files; the pairs."""
     pairs = []
-    for g in found:
+    for g in generated.objects:
         pair = _Pair(g.source, g.object, g.depfile, g.scanned)
         pairs.append(pair)
         members[g.target].append(pair)
         if g.language:
             languages[g.source] = g.language
-    return pairs, how
+    return pairs
 
 
 def _pairs(
@@ -444,19 +458,39 @@ def out_of_date(obj: Path, deps: Iterable[str], stamps: _Stamps) -> str | None:
 
 
 def _device_links(
-    build_dir: Path, generator: str, built_by: dict[str, list[TreeObject]], stamps: _Stamps, config: str | None = None
+    build_dir: Path, generator: str, built_by: dict[str, list[TreeObject]], links: dict[str, tuple[str, ...]],
+    stamps: _Stamps, config: str | None = None,
 ) -> list[TreeObject]:
-    """Each target's ``cmake_device_link.o``, whose deps are those of the objects it links."""
+    """Each target's ``cmake_device_link.o``, whose deps are those of every CUDA object it may link.
+
+    That is the target's own CUDA objects and those of every target it depends
+    on, transitively: a shared library with host sources only still
+    device-links the relocatable device code of the static libraries it links
+    (``CUDA_RESOLVE_DEVICE_SYMBOLS``). Counting every CUDA object of those
+    targets, relocatable or not, can only widen the deps.
+    """
     group_of = {t: {pairing.group_dir(o.object) for o in objs} for t, objs in built_by.items() if objs}
     manifest = generatorfiles.manifest(build_dir, config or "", config is not None)
     found = pairing.device_link_objects(build_dir, generator, set().union(*group_of.values()) if group_of else set(),
                                         manifest)
     out = []
     for target, groups in group_of.items():
-        linked = [o for o in built_by[target] if o.language == "CUDA"]
+        linked = [o for t in (target, *closure(links, target)) for o in built_by.get(t, ()) if o.language == "CUDA"]
         for obj in sorted(p for p in found if pairing.group_dir(p) in groups):
             errors = [f"{o.object.name}: {o.error}" for o in linked if o.error]
             deps = tuple(sorted({d for o in linked for d in o.deps} | {str(o.source) for o in linked if o.source}))
             error = "; ".join(errors) if errors else out_of_date(obj, deps, stamps)
             out.append(TreeObject(target, obj, None, "CUDA", deps, error, device_link=True))
     return out
+
+
+def closure(links: dict[str, tuple[str, ...]], target: str) -> list[str]:
+    """Every target ``target`` depends on, directly or not, in a stable order."""
+    seen: dict[str, None] = {}
+    todo = list(links.get(target, ()))
+    while todo:
+        t = todo.pop(0)
+        if t not in seen and t != target:
+            seen[t] = None
+            todo += links.get(t, ())
+    return list(seen)

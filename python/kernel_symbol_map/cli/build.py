@@ -46,6 +46,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--source-root", type=Path, help="paths inside it are written relative (default: the project's)")
     p.add_argument("--out", type=Path, help=f"map file (default: <first build dir>/{DEFAULT_OUT})")
     p.add_argument("--targets", nargs="+", metavar="T", default=[], help="only these CMake targets")
+    p.add_argument("--exclude-targets", nargs="+", metavar="T", default=[],
+                   help="targets the build never builds (EXCLUDE_FROM_ALL): left out, and not counted as missing")
     p.add_argument("--backend", choices=("native", "cuobjdump"), default="native", help="kernel reader")
     p.add_argument("--cuobjdump", metavar="EXE", help="cuobjdump for --backend cuobjdump")
     p.add_argument("--commit", help="commit the build is of (default: CI variables, then git)")
@@ -106,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     commit = mapformat.resolve_commit(args.commit, root or (_home(build_dirs[0]) if build_dirs else Path.cwd()))
     fingerprint_options = {
         "build_dirs": [str(b) for b in build_dirs], "source_root": str(root), "targets": args.targets,
+        "exclude_targets": args.exclude_targets,
         "mirrors": [[m.copy, m.original] for m in mirrors], "config": args.config,
         "backend": args.backend, "commit": commit, "epoch": os.environ.get("SOURCE_DATE_EPOCH", ""),
     }
@@ -153,7 +156,8 @@ def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use
 
         reader = {"read": cuobjdump_backend(args.cuobjdump).read_kernels}
     options = Options(
-        build_dirs=tuple(build_dirs), out=out, source_root=root, targets=tuple(args.targets), backend=args.backend,
+        build_dirs=tuple(build_dirs), out=out, source_root=root, targets=tuple(args.targets),
+        exclude_targets=tuple(args.exclude_targets), backend=args.backend,
         commit=commit, inside_build=args.inside_build, reconfigure=args.reconfigure, use_cache=use_cache,
         jobs=max(1, args.jobs or 1), mirrors=mirrors, config=args.config, **reader,
     )

@@ -120,6 +120,11 @@ class KernelMap:
         return tuple(self.document.get("only_targets", ()))
 
     @property
+    def target_links(self) -> dict[str, list[str]]:
+        """Target -> the mapped targets it depends on directly (links, object libraries)."""
+        return self.document.get("target_links", {})
+
+    @property
     def all_targets(self) -> tuple[str, ...]:
         """With ``only_targets``: every target of the build that compiles objects."""
         return tuple(self.document.get("all_targets", ()))

@@ -306,6 +306,32 @@ def _combine(path: str, reaches: Sequence[Reach]) -> Reach:
 
 
 def _whole_targets(kmaps: Sequence[KernelMap], files: Sequence[Reach]) -> frozenset[str]:
-    """Every kernel of every target a changed file is compiled into (host code in .cu files, issue 11's limit)."""
+    """Every kernel of every target a changed file is compiled into, and of every target linked to those,
+    either way (host code in .cu files, issue 11's limit).
+
+    A launcher in target Y may start a kernel of a library X that Y links, and
+    a host function of X may be called from Y: so the widening follows the
+    maps' ``target_links`` to what those targets depend on and to what depends
+    on them, transitively.
+    """
     targets = {lk.target for r in files for lk in r.links}
-    return frozenset(s for m in kmaps for o in m.objects if o["target"] in targets for s in o["symbols"])
+    forward: dict[str, set[str]] = {}
+    backward: dict[str, set[str]] = {}
+    for m in kmaps:
+        for target, deps in m.target_links.items():
+            forward.setdefault(target, set()).update(deps)
+            for d in deps:
+                backward.setdefault(d, set()).add(target)
+    reached = _walk(forward, targets) | _walk(backward, targets)
+    return frozenset(s for m in kmaps for o in m.objects if o["target"] in reached for s in o["symbols"])
+
+
+def _walk(edges: dict[str, set[str]], start: set[str]) -> set[str]:
+    """``start`` and everything reachable from it along ``edges``."""
+    seen, todo = set(start), list(start)
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen

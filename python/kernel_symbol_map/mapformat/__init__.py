@@ -325,10 +325,14 @@ def problems(document: Any) -> list[str]:
     for key in ("reason", "backend"):
         if key in document and not isinstance(document[key], str):
             found.append(f"field {key!r} is not a string")
-    for key in ("only_targets", "all_targets", "configure_inputs"):
+    for key in ("only_targets", "all_targets", "configure_inputs", "excluded_targets"):
         value = document.get(key)
         if value is not None and not (isinstance(value, list) and all(isinstance(t, str) for t in value)):
             found.append(f"field {key!r} is not a list of strings")
+    links = document.get("target_links")
+    if links is not None and not (isinstance(links, dict) and all(
+            isinstance(v, list) and all(isinstance(t, str) for t in v) for v in links.values())):
+        found.append("field 'target_links' is not an object of lists of strings")
     return found + fail_closed_problems(document)
 
 

@@ -30,6 +30,7 @@ class Options:
     out: Path
     source_root: Path | None = None
     targets: tuple[str, ...] = ()
+    exclude_targets: tuple[str, ...] = ()  # EXCLUDE_FROM_ALL targets: never built, so never mapped
     backend: str = "native"
     read: Callable[[Path], Result] = read_kernels
     commit: str | None = None
@@ -110,7 +111,8 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
             trees.append(
                 load_tree(
                     build_dir, inside_build=options.inside_build, reconfigure=options.reconfigure,
-                    targets=list(options.targets) or None, config=options.config or None, log=log,
+                    targets=list(options.targets) or None, exclude=list(options.exclude_targets) or None,
+                    config=options.config or None, log=log,
                     use_cache=options.use_cache,
                 )
             )
@@ -184,6 +186,11 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     # What the configure read (CMakeLists, configure_file inputs): a change to one may change any object.
     document["configure_inputs"] = sorted({r for t in trees for p in t.configure_inputs
                                            if not os.path.isabs(r := relative(p)) and not r.startswith("$")})
+    links = {t: sorted(d) for tree in trees for t, d in tree.links.items()}
+    if links:  # which targets each target depends on (links, object libraries): --whole-target follows them
+        document["target_links"] = dict(sorted(links.items()))
+    if options.exclude_targets:
+        document["excluded_targets"] = sorted(options.exclude_targets)
     if options.targets:  # a subset: a consumer may clear tests only with maps that cover every target
         document["only_targets"] = sorted(options.targets)
         document["all_targets"] = sorted({t for tree in trees for t in tree.compiling_targets})

@@ -275,3 +275,39 @@ def test_each_build_marker_resolves_to_its_own_folder() -> None:
         ["/b0/x.cu", "/b1/x.cu", "/b2/gen/y.cu"]
     assert unspell("$BUILD3/x.cu", folders) == "$BUILD3/x.cu"  # a folder the consumer does not have
     assert unspell("$BUILDING/x.cu", folders) == "$BUILDING/x.cu"  # not a marker at all
+
+
+@pytest.mark.parametrize("ignore", ["all", "dirty", "none"])
+def test_changed_files_see_into_submodules(tmp_path: Path, ignore: str) -> None:
+    """Whatever a submodule's ``ignore`` says: its edits, and a bumped gitlink expanded into its files."""
+    from kernel_symbol_map.consumer.changes import changed_files
+
+    def git(where: Path, *args: str) -> str:
+        return subprocess.run(["git", "-C", str(where), "-c", "user.name=t", "-c", "user.email=t@t",
+                               "-c", "protocol.file.allow=always", *args],
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    sub, top = tmp_path / "sub", tmp_path / "top"
+    for repo in (sub, top):
+        repo.mkdir()
+        git(repo, "init", "-q")
+    (sub / "h.cuh").write_text("1\n")
+    (sub / "old.cuh").write_text("1\n")
+    git(sub, "add", "-A")
+    git(sub, "commit", "-qm", "s1")
+    (top / "k.cu").write_text("1\n")
+    git(top, "submodule", "add", "-q", str(sub), "third_party/sub")
+    git(top, "config", "-f", ".gitmodules", "submodule.third_party/sub.ignore", ignore)
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "base")
+    base = git(top, "rev-parse", "HEAD")
+    inner = top / "third_party" / "sub"
+    (inner / "h.cuh").write_text("2\n")  # an edit inside the submodule, not committed
+    assert changed_files(top, [base], top).paths == ("third_party/sub/h.cuh",)
+    git(inner, "commit", "-qam", "s2")  # committed there, and the gitlink bumped here
+    (inner / "new.cuh").write_text("1\n")  # untracked inside the submodule
+    git(top, "add", "third_party/sub")
+    git(top, "commit", "-qm", "bump")
+    assert changed_files(top, [base], top).paths == ("third_party/sub/h.cuh", "third_party/sub/new.cuh")
+    assert changed_files(top / "third_party", [base], top).paths == ("third_party/sub/h.cuh",
+                                                                      "third_party/sub/new.cuh")

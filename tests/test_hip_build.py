@@ -49,12 +49,16 @@ def test_hip_project_is_mapped_exactly(hip_builds: dict[str, Build], build_id: s
         assert "include/common.hpp" in by_source[source]["deps"]
         assert by_source[source]["archs"] == ["gfx1030", "gfx90a"] and by_source[source]["device"]
     scanned = {o["source"] for o in doc["objects"] if o.get("deps_from") == "cmake-scan"}
+    preprocessed = {o["source"] for o in doc["objects"] if o.get("deps_from") == "device-preprocessor"}
     if b.generator == "Unix Makefiles":  # no compiler depfile for HIP: CMake's scan, project headers only
-        assert scanned == {s for s in EXPECTED if s.endswith(".hip")}
+        assert scanned == {s for s in EXPECTED if s.endswith(".hip")} and not preprocessed
         assert any("project headers only" in n for n in doc["notes"])
-    else:
-        assert not scanned
+    else:  # clang's -MD holds the host job only: the device side is preprocessed per architecture
+        assert not scanned and preprocessed == {s for s in EXPECTED if s.endswith(".hip")}
         assert any(d.startswith("/usr/") for d in by_source["csrc/act.hip"]["deps"])  # the compiler's -MD
+    # Device-only and one-architecture includes are deps, whichever way they were found.
+    assert "include/device_only.hpp" in by_source["csrc/act.hip"]["deps"]
+    assert "include/arch_only.hpp" in by_source["csrc/attn.hip"]["deps"]
 
 
 @pytest.mark.parametrize("build_id", BUILD_IDS)

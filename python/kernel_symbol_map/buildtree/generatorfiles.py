@@ -20,13 +20,14 @@ reply's, because it is what the build itself runs:
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 import regex
 
 from ..errors import BuildTreeError
-from . import dependinfo, ninjafile
+from . import compdb, dependinfo, ninjafile
 from .compdb import absolute
 
 ORDER_DEPENDS = "cmake_object_order_depends_target_"
@@ -36,6 +37,9 @@ _RULE_ESCAPE = regex.compile(r"\.([0-9a-fA-F]{2})")
 _MAKE_TARGET = regex.compile(r"^([^\s:#][^\s:]*): (\S+)/rule$", regex.M)
 _MAKE_BUILDING = regex.compile(r'"Building (\w+) object (.+?)"')
 _MAKE_ALL = regex.compile(r"^(\S+)/all:(?: (\S+)/all)?$", regex.M)
+_MAKE_COMPILE = regex.compile(r'"Building \w+ object (.+?)"\n\t(?:cd (\S+) && )?(.+)$', regex.M)
+_MAKE_VARIABLE = regex.compile(r"^(\w+) = (.*)$", regex.M)
+_MAKE_REFERENCE = regex.compile(r"\$\((\w+)\)")
 _MAKE_DEPENDS = regex.compile(r"set\(CMAKE_MAKEFILE_DEPENDS\s+(.*?)\)", regex.S)
 _QUOTED = regex.compile(r'"((?:[^"\\]|\\.)*)"')
 RERUN = ": RERUN_CMAKE"
@@ -203,3 +207,25 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8", errors="surrogateescape")
     except OSError as e:
         raise BuildTreeError(f"{path}: {e.strerror or e}") from None
+
+
+def make_commands(build_dir: Path) -> dict[Path, compdb.Command]:
+    """Object -> compile command, from the Makefiles: each ``build.make`` recipe with ``flags.make``'s
+    variables (``$(HIP_FLAGS)``...) expanded; for trees without compile_commands.json."""
+    listed = build_dir / "CMakeFiles" / "TargetDirectories.txt"
+    found: dict[Path, compdb.Command] = {}
+    for line in _read(listed).splitlines():
+        directory = Path(line.strip())
+        build_make = directory / "build.make"
+        if not line.strip() or not build_make.is_file():
+            continue
+        flags = directory / "flags.make"
+        variables = dict(_MAKE_VARIABLE.findall(_read(flags))) if flags.is_file() else {}
+        for obj, cwd, recipe in _MAKE_COMPILE.findall(_read(build_make)):
+            expanded = _MAKE_REFERENCE.sub(lambda m: variables.get(m.group(1), ""), recipe)
+            try:
+                arguments = tuple(shlex.split(expanded))
+            except ValueError as e:
+                raise BuildTreeError(f"{build_make}: the command for {obj} does not parse ({e})") from None
+            found[absolute(obj, build_dir)] = compdb.Command(Path(cwd) if cwd else build_dir, arguments)
+    return found

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import regex
@@ -22,7 +22,7 @@ import regex
 from .._statefile import memoised
 from .._version import __version__
 from ..errors import BuildTreeError
-from . import compdb, dependinfo, fileapi, generatorfiles, pairing, unity
+from . import compdb, dependinfo, devicedeps, fileapi, generatorfiles, pairing, unity
 from .makedeps import read_cmake_scan, read_depfile
 from .ninjadeps import NinjaDeps, stale
 
@@ -43,6 +43,7 @@ class TreeObject:
     error: str | None = None
     device_link: bool = False
     scanned: bool = False  # deps from CMake's own scan (project headers only), not the compiler
+    device_side: bool = False  # deps include the device side's, preprocessed per architecture (clang)
     unity_sources: tuple[str, ...] = ()  # a unity object's real sources (its source is CMake's unity file)
 
     @property
@@ -166,7 +167,9 @@ def load(
             built.append(TreeObject(target, item.object, item.source, language, found, error,
                                     scanned=item.depfile is None and item.scanned is not None,
                                     unity_sources=batched))
-        objects += built
+    if _clang_languages(cache):
+        built_by = _with_device_side(build_dir, generator, cache, built_by, stamps, use_cache, log)
+    objects += [o for target in sorted(built_by) for o in built_by[target]]
     objects += _device_links(build_dir, generator, built_by, links, stamps, config if multi else None)
 
     compiler = (reply.compilers.get("CUDA") or {}) if reply else {}
@@ -190,10 +193,61 @@ def load(
     )
 
 
+def _clang_languages(cache: dict[str, str]) -> set[str]:
+    """The languages clang compiles for a GPU here: HIP, CUDA with clang as its compiler, C++ with hipcc."""
+    found = {"HIP"} if cache.get("CMAKE_HIP_COMPILER") else set()
+    if "clang" in Path(cache.get("CMAKE_CUDA_COMPILER", "")).name or cache.get("CMAKE_CUDA_COMPILER_ID") == "Clang":
+        found.add("CUDA")
+    if "hipcc" in Path(cache.get("CMAKE_CXX_COMPILER", "")).name:
+        found.add("CXX")
+    return found
+
+
+def _with_device_side(
+    build_dir: Path, generator: str, cache: dict[str, str], built_by: dict[str, list[TreeObject]], stamps: _Stamps,
+    use_cache: bool, log: Callable[[str], None],
+) -> dict[str, list[TreeObject]]:
+    """Objects clang compiled for a GPU, with their device side's includes added (see :mod:`.devicedeps`).
+
+    CMake's own scan (HIP under Makefiles) reads every ``#include`` line
+    whatever the preprocessor would take, so scanned objects need no run.
+    """
+    languages = _clang_languages(cache)
+    candidates = [o for objs in built_by.values() for o in objs
+                  if not o.error and not o.scanned and not o.precompiled_header and o.language in languages]
+    if not candidates:
+        return built_by
+    ninja = (cache.get("CMAKE_MAKE_PROGRAM") or "ninja") if "Ninja" in generator else None
+    commands = compdb.read_commands(build_dir, ninja)
+    if not commands and generator == "Unix Makefiles":
+        commands = generatorfiles.make_commands(build_dir)
+    chosen = {o.object: commands[o.object] for o in candidates
+              if o.object in commands and devicedeps.is_clang_offload(commands[o.object])}
+    missing = {o.object for o in candidates if o.object not in commands}
+    found = devicedeps.device_deps(build_dir, chosen, __version__, use_cache, log=log) if chosen else {}
+    updated: dict[str, list[TreeObject]] = {}
+    for target, objs in built_by.items():
+        updated[target] = []
+        for o in objs:
+            if o.object in missing:
+                o = replace(o, error="device-side includes unknown: no compile command for this object")
+            elif o.object in found:
+                extra, error = found[o.object]
+                merged = tuple(sorted(set(o.deps) | set(extra)))
+                error = error or next((f"device-side include {d} does not exist" for d in extra if stamps[d] is None),
+                                      None) or out_of_date(o.object, extra, stamps)
+                o = replace(o, deps=merged, error=error, device_side=True)
+            updated[target].append(o)
+    return updated
+
+
 def _deps_from(generator: str, objects: list[TreeObject]) -> str:
-    if "Ninja" in generator:
-        return "ninja_deps"
-    return "depfiles+cmake-scan" if any(o.scanned for o in objects) else "depfiles"
+    found = "ninja_deps" if "Ninja" in generator else "depfiles"
+    if any(o.scanned for o in objects):
+        found += "+cmake-scan"
+    if any(o.device_side for o in objects):
+        found += "+device-preprocessor"
+    return found
 
 
 def _inputs(build_dir: Path, objects: list[TreeObject], pairs: list[_Pair]) -> tuple[str, ...]:

@@ -95,6 +95,8 @@ def _entry(
         entry["device_link"] = True
     if obj.scanned:  # CMake's own scan: project headers only, no system or toolkit headers
         entry["deps_from"] = "cmake-scan"
+    elif obj.device_side:  # clang: the depfile's host job, and the preprocessor re-run per architecture
+        entry["deps_from"] = "device-preprocessor"
     error = obj.error or (result.error if result else None)
     if error:
         entry["error"] = error

@@ -21,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "python" / "kernel_symbol_map"
+CMAKE = "cmake:"  # a file of the CMake package as installed (what builds find), not the checkout's copy
+ORACLE = "tests/test_selection_oracle.py::test_select_runs_what_the_rebuild_changed"
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,64 @@ MUTANTS = [
     Mutant("STALE", "a deps record older than its object is trusted", "buildtree/ninjadeps.py",
            "if mtime > record.mtime_ns:", "if False:",
            ("tests/test_faults.py::test_mapping_while_ninja_still_compiles_fails_closed",)),
+    # issue 18's fixes, each against the oracle (what a rebuild actually changes)
+    Mutant("18.1", "the CMake package maps only the targets that compile CUDA or HIP",
+           f"{CMAKE}KernelSymbolMapConfig.cmake",
+           "    if(excluded)\n      set(selected --exclude-targets ${excluded})\n    endif()",
+           "    set(devices \"\")\n    foreach(t IN LISTS targets)\n      _kernel_symbol_map_has_device_code(\"${t}\" d)\n"
+           "      if(d)\n        list(APPEND devices \"${t}\")\n      endif()\n    endforeach()\n"
+           "    set(selected --targets ${devices})\n    set(targets ${devices})",
+           (f"{ORACLE}[a header shared with a host-only target]",)),
+    Mutant("18.1pch", "a precompiled header is read as device code", "producer/extract.py",
+           "if not o.error and not o.precompiled_header], options", "if not o.error], options",
+           (f"{ORACLE}[a header precompiled for a host-only target]",)),
+    Mutant("18.2", "a device-link object takes deps only from its own target", "buildtree/model.py",
+           "for t in (target, *closure(links, target))", "for t in (target,)",
+           (f"{ORACLE}[a device function linked across targets]",)),
+    Mutant("18.3", "clang's device side is not preprocessed", "buildtree/model.py",
+           "    if _clang_languages(cache):\n", "    if False:\n",
+           ("tests/test_selection_oracle.py::test_select_runs_what_the_rebuild_changed_hip",)),
+    Mutant("18.4link", "a dep reached through a symlink keeps only its spelled path", "producer/extract.py",
+           "return (spelled,) if real == spelled or os.path.isabs(real) else (spelled, real)", "return (spelled,)",
+           (f"{ORACLE}[a header linked into the build tree]",)),
+    Mutant("18.4copy", "configure inputs are clearable", "consumer/kernelmap.py",
+           "            if spellings[p] & configured or (canonical is not None and canonical(p) in configured):",
+           "            if False:",
+           (f"{ORACLE}[a header staged by configure_file]",)),
+    Mutant("18.5", "objects older than their deps are trusted", "buildtree/model.py",
+           "    if newest is not None and (stamps[newest] or 0) > built:", "    if False:",
+           (f"{ORACLE}[a kernel's new file, after a checkout with no rebuild]",)),
+    Mutant("18.6", "select compares a symbolic commit as a name", "consumer/selection.py",
+           "    if not is_full_sha(next(iter(commits))):", "    if False:",
+           (f"{ORACLE}[main moved on after the map]",)),
+    Mutant("18.7", "--diff follows the submodules' ignore setting", "consumer/changes.py",
+           '"--no-renames", "--ignore-submodules=none", "-z"', '"--no-renames", "-z"',
+           (f"{ORACLE}[a submodule's header, edited there (ignore = all)]",)),
+    Mutant("18.7b", "--diff does not expand a submodule into its files", "consumer/changes.py",
+           "    for sub in sorted(_submodules(repo) & found):", "    for sub in []:",
+           (f"{ORACLE}[a submodule bumped]",)),
+    Mutant("18.8", "--whole-target stays in the changed file's targets", "consumer/selection.py",
+           "    reached = _walk(forward, targets) | _walk(backward, targets)", "    reached = set(targets)",
+           (f"{ORACLE}[host code of a launcher in another target]",)),
+    Mutant("18.9", "rules match the path as spelled", "consumer/selection.py",
+           "            spellings = {posixpath.normpath(path)}\n            if canonical is not None:\n"
+           "                spellings.add(canonical(path))",
+           "            spellings = {path}",
+           (f"{ORACLE}[a kernel body]",)),
 ]
+
+
+def _path(file: str) -> Path:
+    if file.startswith(CMAKE):
+        from kernel_symbol_map.cmakedir import cmake_dir
+
+        return cmake_dir() / file[len(CMAKE):]
+    return PACKAGE / file
 
 
 def run(mutant: Mutant) -> bool:
     """True when the mutant is killed: its tests fail."""
-    path = PACKAGE / mutant.file
+    path = _path(mutant.file)
     text = path.read_text()
     if text.count(mutant.old) != 1:
         raise SystemExit(f"{mutant.name}: {mutant.file} holds {text.count(mutant.old)} copies of the line to break")

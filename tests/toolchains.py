@@ -86,8 +86,17 @@ HIP_DEVICE_LIBS = "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode"
 HIP_LANG_PACKAGE = "/usr/lib/x86_64-linux-gnu/cmake/hip-lang"
 
 
-def hip_cmake_args(cmake_label: str, scratch: Path) -> list[str]:
-    """-D flags that configure CMake's HIP language here; ``scratch`` holds CMake 3.25's fake ROCm root."""
+def hip_cmake_args(cmake_label: str, scratch: Path, clang: str = "15") -> list[str]:
+    """-D flags that configure CMake's HIP language here; ``scratch`` holds CMake 3.25's fake ROCm root.
+
+    ``clang``: "15" (Debian's hipcc package) or "19", which needs CMake 4 (facts.md) and the
+    compiler's full path, and takes the device libraries' path alone.
+    """
+    if clang == "19":
+        assert cmake_label != "3.25", "CMake 3.25's HIP language fails with clang-19"
+        compiler = require(shutil.which("clang++", path="/usr/lib/llvm-19/bin"), "clang-19 (Debian package clang-19)")
+        return [f"-DCMAKE_HIP_COMPILER={compiler}", f"-DCMAKE_HIP_ARCHITECTURES={HIP_ARCHS}",
+                f"-DCMAKE_HIP_FLAGS=--rocm-device-lib-path={HIP_DEVICE_LIBS}", "-DCMAKE_HIP_PLATFORM=amd"]
     clang = require(shutil.which("clang++-15"), "clang++-15 (Debian package hipcc)")
     args = [f"-DCMAKE_HIP_COMPILER={clang}", f"-DCMAKE_HIP_ARCHITECTURES={HIP_ARCHS}",
             f"-DCMAKE_HIP_FLAGS=--rocm-path=/usr --rocm-device-lib-path={HIP_DEVICE_LIBS}"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import BuildTreeError
 
-OBJECT_SUFFIXES = (".o", ".obj")
+OBJECT_SUFFIXES = (".o", ".obj", ".gch", ".pch")  # objects, and CMake's precompiled headers
 
 
 @dataclass(frozen=True)

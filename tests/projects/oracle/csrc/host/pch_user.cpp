@@ -1,0 +1,1 @@
+int pch_entry() { return pch_value(); }

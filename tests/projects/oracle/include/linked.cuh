@@ -1,0 +1,2 @@
+#pragma once
+__device__ inline int linked_value() { return 4; }

@@ -36,13 +36,16 @@ from kernel_symbol_map.consumer.recordings import Recording
 from kernel_symbol_map.consumer.selection import Options, StaticRules, select
 
 GENERATED = "$BUILD/gen/g.cuh"  # a header generated in the build tree, as the map spells it
-HEADERS = [f"include/h{i}.cuh" for i in range(3)] + [GENERATED]
+STAGED, STAGED_COPY = "include/staged.cuh", "$BUILD/staged/staged.cuh"  # configure_file(COPYONLY): a configure input
+SUBMODULE = "third_party/sub/s.cuh"  # a submodule's header (to select, a path like any: changes.py expands gitlinks)
+HEADERS = [f"include/h{i}.cuh" for i in range(3)] + [GENERATED, STAGED, SUBMODULE]
 LINKS = {f"include/link{i}.cuh": HEADERS[i] for i in range(2)}  # symlink -> real header
 BUILD_SPELLED = "@build/gen/g.cuh"  # the same header as a change names it: the absolute build-tree path
 RULE_GLOBS = ["csrc/s*.cu", "include/h*.cuh", "*.cuh", "*.cpp", "csrc/**", "docs/**"]
 KERNELS = [f"_Z{i}k{i}v" for i in range(8)]
 EXTERNAL = "_Z8external"
 TARGETS = ["t0", "t1", "t2"]
+HOST_TARGET = "host_t"  # a target with host objects only: the package maps it too
 COMMIT = "c1" + "0" * 38  # a full SHA: select refuses any other name
 MAX_EXAMPLES = int(os.environ.get("KSM_PROPERTY_EXAMPLES", "1000"))
 SEEN: dict[str, int] = {}  # what the examples exercised: a property that never met a shape proves nothing of it
@@ -57,15 +60,16 @@ class Obj:
     source: str
     target: str
     deps: tuple[str, ...]  # as spelled by the compiler: a header or its link
-    kernels: tuple[str, ...]  # empty: a host object
+    kernels: tuple[str, ...]  # empty: a host object (or relocatable device code with no kernel of its own)
+    device: bool = False  # holds device code: a kernel-less one is -rdc code another target device-links
 
     def real_inputs(self) -> set[str]:
         return {self.source} | {real(d) for d in self.deps}
 
 
 def real(path: str) -> str:
-    """One name per file: a link is its target, a build-tree path its marked spelling."""
-    return GENERATED if path == BUILD_SPELLED else LINKS.get(path, path)
+    """One name per file: a link is its target, a build-tree path its marked spelling, a staged copy its original."""
+    return {BUILD_SPELLED: GENERATED, STAGED_COPY: STAGED}.get(path, LINKS.get(path, path))
 
 
 @st.composite
@@ -74,11 +78,28 @@ def worlds(draw: st.DrawFn) -> dict:
     for i in range(draw(st.integers(1, 8))):
         host = draw(st.booleans()) if i else False
         source = f"csrc/h{i}.cpp" if host else f"csrc/s{i}.cu"
-        for target in draw(st.lists(st.sampled_from(TARGETS), min_size=1, max_size=2, unique=True)):
+        targets = [HOST_TARGET] if host and draw(st.booleans()) else TARGETS
+        if targets == [HOST_TARGET]:
+            saw("a host-only target")
+        for target in draw(st.lists(st.sampled_from(targets), min_size=1, max_size=2, unique=True)):
             shares_headers = not host or draw(st.sampled_from([False] * 3 + [True]))
-            deps = draw(st.lists(st.sampled_from(HEADERS + list(LINKS)), max_size=3, unique=True)) if shares_headers else []
+            spelled = HEADERS + list(LINKS) + [STAGED_COPY]
+            deps = draw(st.lists(st.sampled_from(spelled), max_size=3, unique=True)) if shares_headers else []
             kernels = () if host else tuple(draw(st.lists(st.sampled_from(KERNELS), min_size=1, max_size=3, unique=True)))
-            objects.append(Obj(source, target, tuple(deps), kernels))
+            objects.append(Obj(source, target, tuple(deps), kernels, device=not host))
+    if draw(st.booleans()):  # a kernel source that includes a configure_file copy of a header
+        objects.append(Obj("csrc/staged_user.cu", draw(st.sampled_from(TARGETS)), (STAGED_COPY,),
+                           (draw(st.sampled_from(KERNELS)),), device=True))
+    links: dict[str, list[str]] = {}
+    if draw(st.booleans()):  # -rdc code in t1, device-linked into t2: the device-link object holds its kernels
+        rdc_deps = tuple(draw(st.lists(st.sampled_from(HEADERS), max_size=2, unique=True)))
+        rdc_kernels = tuple(draw(st.lists(st.sampled_from(KERNELS), max_size=1)))
+        objects.append(Obj("csrc/rdc.cu", "t1", rdc_deps, rdc_kernels, device=True))
+        linked = tuple(draw(st.lists(st.sampled_from(KERNELS), min_size=1, max_size=2, unique=True)))
+        objects.append(Obj("$BUILD/CMakeFiles/t2.dir/cmake_device_link.o", "t2", ("csrc/rdc.cu", *rdc_deps), linked,
+                           device=True))
+        links["t2"] = ["t1"]
+        saw("a device link across targets")
     defined = sorted({k for o in objects for k in o.kernels})
     tests = {}
     for t in range(draw(st.integers(2, 6))):
@@ -86,25 +107,28 @@ def worlds(draw: st.DrawFn) -> dict:
         if draw(st.integers(0, 5)) == 0:
             launched.add(EXTERNAL)  # a kernel from outside the project (torch, cuBLAS)
         tests[f"test_{t}"] = launched
-    return {"objects": objects, "tests": tests}
+    return {"objects": objects, "tests": tests, "links": links}
 
 
 FLAWS = ["none"] * 8 + ["no-commit"] * 2 + ["errors", "object-error", "incomplete"]
 
 
 def _map(draw: st.DrawFn, group: list[Obj], flaw: str, anon: str | None, dropped: str | None,
-         objects: list[Obj]) -> KernelMap:
+         objects: list[Obj], links: dict[str, list[str]]) -> KernelMap:
     if flaw in ("errors", "incomplete") and group:  # what the reader could not read is missing from the map
         group = group[1:] if flaw == "errors" else group[: len(group) // 2]
     doc = {
         "version": 1, "commit": "" if flaw == "no-commit" else COMMIT, "cuda": "13.0", "generated_at": "",
         "build_dirs": ["$BUILD"], "incomplete": flaw == "incomplete", "errors": [], "stats": {},
         "objects": [{"source": o.source, "target": o.target, "object": f"{o.target}/{o.source}.o",
-                     "device": bool(o.kernels), "symbols": [f"{k}_map" if k == anon else k for k in o.kernels],
+                     "device": o.device, "symbols": [f"{k}_map" if k == anon else k for k in o.kernels],
                      "deps": [o.source, *o.deps]} for o in group],
+        "configure_inputs": [STAGED],
     }
+    if links:
+        doc["target_links"] = links
     if dropped:
-        doc["only_targets"] = [t for t in TARGETS if t != dropped]
+        doc["only_targets"] = sorted({o.target for o in objects} - {dropped})
         doc["all_targets"] = sorted({o.target for o in objects})
     if flaw == "errors":
         doc["errors"] = [{"object": "x.o", "source": "csrc/x.cu", "error": "unreadable"}]
@@ -138,7 +162,7 @@ def evidence(draw: st.DrawFn, world: dict) -> dict:
         flaws[draw(st.integers(0, len(groups) - 1))] = flaw
         if flaw != "none":
             saw("a bad map beside a good one")
-    maps = [_map(draw, g, f, anon, dropped, objects) for g, f in zip(groups, flaws, strict=True)]
+    maps = [_map(draw, g, f, anon, dropped, objects, world["links"]) for g, f in zip(groups, flaws, strict=True)]
     recordings = []
     for test, launched in world["tests"].items():
         unknown = "no-commit" if flaw == "no-commit" else "other-commit"  # often the same flaw on both sides
@@ -155,7 +179,8 @@ def evidence(draw: st.DrawFn, world: dict) -> dict:
         recordings.append(Recording(test, frozenset(seen), how != "incomplete", commit, "generated",
                                     "dropped" if how == "incomplete" else ""))
     # hypothesis favours early elements: device sources and headers first, host files and unknown ones last
-    known = sorted({o.source for o in objects if o.kernels}) + HEADERS + list(LINKS) + [BUILD_SPELLED]
+    known = [STAGED] if any(STAGED_COPY in o.deps for o in objects) else []
+    known += sorted({o.source for o in objects if o.kernels}) + HEADERS + list(LINKS) + [BUILD_SPELLED, STAGED_COPY]
     known += sorted({o.source for o in objects if not o.kernels} - set(known))
     changed = draw(st.lists(st.sampled_from(known * 4 + ["docs/readme.md", "csrc/new.cu", "CMakeLists.txt"]),
                             min_size=draw(st.sampled_from([1] * 7 + [0])), max_size=3, unique=True))
@@ -163,6 +188,10 @@ def evidence(draw: st.DrawFn, world: dict) -> dict:
         changed.append(changed[0].replace(".", "_renamed."))
     if {GENERATED, BUILD_SPELLED} & set(changed):
         saw("a build-tree path")
+    if STAGED in changed:
+        saw("a staged copy's original")
+    if SUBMODULE in changed:
+        saw("a submodule's file")
     allow_empty = draw(st.sampled_from([False] * 3 + [True]))
     # What select is told changed: the truth, or nothing at all when a diff lost it (untracked files,
     # run from a subfolder). A user who passes --allow-empty vouches that an empty set is the truth.
@@ -215,9 +244,9 @@ def reachable(world: dict, changed: list[str]) -> set[str]:
 
 def _tree(root: Path) -> Path:
     """The files on disk, so that symlinks resolve as they do in a checkout; the build folder."""
-    (root / "include").mkdir(parents=True)
     for h in HEADERS:
         if not h.startswith("$"):
+            (root / h).parent.mkdir(parents=True, exist_ok=True)
             (root / h).write_text("")
     for link, target in LINKS.items():
         os.symlink(os.path.basename(target), root / link)
@@ -261,7 +290,8 @@ def test_select_never_skips_a_reachable_test() -> None:
     print(f"\n{SEEN}")
     assert SEEN["example"] >= MAX_EXAMPLES * 0.9  # hypothesis may stop a little early on duplicates
     for shape in ("a bad map beside a good one", "an unrecorded test", "static rules", "a build-tree path",
-                  "a fallback where the rules skipped tests"):
+                  "a fallback where the rules skipped tests", "a host-only target", "a device link across targets",
+                  "a staged copy's original", "a submodule's file"):
         assert SEEN.get(shape, 0) >= MAX_EXAMPLES // 200, (shape, SEEN)
     # Safety must not turn into 'always run everything'.
     assert SEEN.get("an example that skipped tests", 0) >= MAX_EXAMPLES // 10, SEEN

@@ -131,3 +131,20 @@ def test_multi_config_through_the_cmake_package(tmp_path: Path) -> None:
         assert "reason" not in doc and doc["config"] == config
         assert {o["source"] for o in doc["objects"]} == {"csrc/activation.cu", "csrc/attention.cu",
                                                           "csrc/host_only.cpp", "csrc/reduce.cu"}
+
+
+def test_a_project_configured_through_a_symlink_is_mapped_with_relative_paths(tmp_path: Path) -> None:
+    """``cmake -S /link``: the compilers spell every path through the link; the map still says csrc/..."""
+    cmake = next((c for c in projects.cmakes() if c.label == "3.25"), None)
+    require(cmake, "system CMake 3.25")
+    real = tmp_path / "real"
+    shutil.copytree(projects.PROJECTS / "plain_skbuild", real)
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    b = projects.configure_and_build_at(link, tmp_path / "build", cmake, "Ninja", "-DSKBUILD_PROJECT_NAME=plain_ext")
+    for root in (None, real, link):  # the tree's own idea of its project, and either spelling given
+        doc = _map(b.build, tmp_path / "m.json.gz", "--no-cache", *(["--source-root", str(root)] if root else []))
+        paths = {p for o in doc["objects"] for p in (o["source"], *o["deps"])}
+        project = {p for p in paths if not p.startswith("/usr")}
+        assert {"csrc/plain.cu", "csrc/plain.h", "csrc/host.cpp"} <= project, root
+        assert not {p for p in project if str(tmp_path) in p}, (root, sorted(project))

@@ -225,7 +225,8 @@ def test_a_listed_target_without_device_code_is_mapped_as_host_code(tmp_path: Pa
 # Retrofit: CMAKE_PROJECT_TOP_LEVEL_INCLUDES maps a project that was never edited.
 
 PLAIN = ROOT / "tests" / "projects" / "plain_skbuild"
-PLAIN_KERNELS = {"csrc/plain.cu": ("plain_kernels", {"_Z12plain_kernelPf"})}
+PLAIN_KERNELS = {"csrc/plain.cu": ("plain_kernels", {"_Z12plain_kernelPf"}),
+                 "csrc/host.cpp": ("plain_host", set())}  # a host-only target is mapped too (issue 18, 1)
 
 
 def _include() -> str:
@@ -243,8 +244,11 @@ def test_top_level_include_maps_an_unmodified_project(tmp_path: Path) -> None:
     assert (build / ".cmake" / "api" / "v1" / "query" / "client-kernel_symbol_map" / "query.json").is_file()
     run(["/usr/bin/cmake", "--build", build])
     doc = json.loads(gzip.decompress((build / "kernel_symbol_map.json.gz").read_bytes()))
-    assert "reason" not in doc
+    assert "reason" not in doc and "only_targets" not in doc  # the whole build: no --targets
     assert {o["source"]: (o["target"], set(o["symbols"])) for o in doc["objects"]} == PLAIN_KERNELS
+    from kernel_symbol_map.consumer.kernelmap import KernelMap
+
+    assert KernelMap(doc).kernels_for("csrc/plain.h").status == "host"  # shared with the host-only target
 
 
 def test_top_level_include_through_pip_wheel(tmp_path: Path) -> None:

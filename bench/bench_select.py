@@ -31,6 +31,7 @@ from kernel_symbol_map.consumer.recordings import read  # noqa: E402
 from kernel_symbol_map.consumer.selection import Options, select  # noqa: E402
 
 FEW = "csrc/include/few.cuh"  # included by three objects only
+COMMIT = "ab" * 20  # a full SHA: select refuses any other name
 
 
 def synthetic_map(objects: int, deps: int, rng: random.Random) -> dict:
@@ -45,7 +46,7 @@ def synthetic_map(objects: int, deps: int, rng: random.Random) -> dict:
             "symbols": sorted(f"_Z{len(source)}k{i}_{j}Pf" for j in range(18)), "deps": sorted([source, *own]),
             "archs": ["sm_80", "sm_90", "sm_100"],
         })
-    return {"version": 1, "commit": "abc", "cuda": "13.0", "generated_at": "", "build_dirs": ["build"],
+    return {"version": 1, "commit": COMMIT, "cuda": "13.0", "generated_at": "", "build_dirs": ["build"],
             "incomplete": False, "errors": [], "objects": entries, "stats": {}, "backend": "cuda"}
 
 
@@ -65,7 +66,7 @@ def main() -> int:
     with recordings.open("w") as f:
         for t in range(300):
             f.write(json.dumps({"test": f"test_{t:03d}", "kernels": rng.sample(all_kernels, 40), "complete": True,
-                                "commit": "abc"}) + "\n")
+                                "commit": COMMIT}) + "\n")
     fifty = sorted({rng.choice(doc["objects"])["source"] for _ in range(30)} |
                    set(rng.sample([d for d in doc["objects"][0]["deps"] if d.startswith("csrc/include/p")], 20)))[:50]
     changes = {"50 files": fifty, "one .cu": [doc["objects"][7]["source"]], "one header, 3 objects": [FEW]}

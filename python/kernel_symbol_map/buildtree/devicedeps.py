@@ -8,10 +8,10 @@ look as if it reached nothing of the object. nvcc's depfile is the union of
 every pass, so nvcc objects need nothing here.
 
 For each such object the compile command is re-run as ``-M`` for the device
-side of each offload architecture (``--cuda-device-only``, which clang takes
-for HIP and CUDA alike, and that one architecture), in the command's own
-folder, with the depfile written to a temporary folder: the build tree is
-read, never written. vLLM's own ROCm dependency tracking re-runs the
+side (``--cuda-device-only``, which clang takes for HIP and CUDA alike): one
+preprocessing job per offload architecture, each printing its rule to
+stdout, in the command's own folder. Nothing is written, in the build tree
+or anywhere else. vLLM's own ROCm dependency tracking re-runs the
 preprocessor per GPU target for the same reason. Results are kept in the
 tool's folder, keyed by the object's stat key and the command, so a re-run
 preprocesses only objects that were rebuilt.
@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -76,28 +75,25 @@ def _values(args: tuple[str, ...], flag: str) -> list[str]:
     return [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
 
 
-def device_commands(command: Command, depfile: str) -> list[list[str]]:
-    """One ``-M`` command per offload architecture (one with the compiler's default when none is named)."""
+def device_command(command: Command) -> list[str]:
+    """The compile command as ``-M`` for the device side of every offload architecture it names.
+
+    Its outputs dropped, ``--cuda-device-only -M`` added: clang runs one device
+    preprocessing job per architecture and prints each job's rule to stdout,
+    one after the other (a single ``-MF`` or ``-o`` cannot take several).
+    """
     kept: list[str] = []
-    args = list(compiler_arguments(command.arguments))
     skip = False
-    for a in args:
+    for a in compiler_arguments(command.arguments):
         if skip:
             skip = False
-            continue
-        if a in _WITH_VALUE or a in ARCH_FLAGS:
+        elif a in _WITH_VALUE:
             skip = True
-        elif a in _ALONE or a.startswith(tuple(f + "=" for f in ARCH_FLAGS)) or a.startswith("-save-temps="):
-            continue
-        elif a.startswith(("-MF", "-MT", "-MQ")):  # the joined spellings: -MFfile
+        elif a in _ALONE or a.startswith(("-MF", "-MT", "-MQ", "-save-temps=")):
             continue
         else:
             kept.append(a)
-    tail = ["--cuda-device-only", "-M", "-MF", depfile, "-o", os.devnull]
-    named = archs(command.arguments)
-    if not named:
-        return [[*kept, *tail]]
-    return [[*kept, f"{flag}={arch}", *tail] for flag, arch in dict.fromkeys(named)]
+    return [*kept, "--cuda-device-only", "-M"]
 
 
 def _environment(command: Command) -> dict[str, str] | None:
@@ -110,25 +106,19 @@ def _environment(command: Command) -> dict[str, str] | None:
 
 def _preprocess(command: Command) -> tuple[tuple[str, ...], str | None]:
     """The device side's includes over every architecture (absolute, normalised), or why they are unknown."""
-    found: set[str] = set()
-    env = _environment(command)
-    with tempfile.TemporaryDirectory(prefix="ksm-device-deps-") as tmp:
-        depfile = os.path.join(tmp, "device.d")
-        for argv in device_commands(command, depfile):
-            try:
-                proc = subprocess.run(argv, cwd=command.directory, capture_output=True, text=True,
-                                      timeout=TIMEOUT, check=False, env=env)
-            except (OSError, subprocess.SubprocessError) as e:
-                return (), f"device-side includes unknown: {argv[0]}: {e}"
-            if proc.returncode != 0:
-                last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
-                return (), f"device-side includes unknown: the preprocessor failed (exit {proc.returncode}): {last}"
-            try:
-                with open(depfile, encoding="utf-8", errors="surrogateescape") as f:
-                    rules = parse_depfile(f.read())
-            except OSError as e:
-                return (), f"device-side includes unknown: no depfile ({e.strerror or e})"
-            found.update(os.path.normpath(os.path.join(command.directory, d)) for deps in rules.values() for d in deps)
+    argv = device_command(command)
+    try:
+        proc = subprocess.run(argv, cwd=command.directory, capture_output=True, text=True, timeout=TIMEOUT,
+                              check=False, env=_environment(command), errors="surrogateescape")
+    except (OSError, subprocess.SubprocessError) as e:
+        return (), f"device-side includes unknown: {argv[0]}: {e}"
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+        return (), f"device-side includes unknown: the preprocessor failed (exit {proc.returncode}): {last}"
+    rules = parse_depfile(proc.stdout)
+    if not rules:
+        return (), "device-side includes unknown: the preprocessor printed no rule"
+    found = {os.path.normpath(os.path.join(command.directory, d)) for deps in rules.values() for d in deps}
     return tuple(sorted(found)), None
 
 

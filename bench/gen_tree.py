@@ -8,7 +8,10 @@ object libraries; two with separable compilation, so ``-rdc`` and device-link
 objects; two built with ``--compress-mode=speed``, so LZ4 beside zstd and plain
 payloads), template kernels, 3 GPU architectures, and ``--headers`` shared
 headers with realistic fan-in (each source includes 10-40 of them, and headers
-include each other). Built with Ninja; Ninja is what the deps log bench needs.
+include each other). Built with Ninja; Ninja is what the deps log bench needs. ``--hip`` makes the
+same tree in HIP for CMake's HIP language and clang-15 (gfx90a and gfx1030;
+no separable compilation or compress modes, which are nvcc's), where ``build``
+also preprocesses each object's device side.
 """
 
 from __future__ import annotations
@@ -42,10 +45,11 @@ def header(i: int, count: int, rng: random.Random) -> str:
 HEAVY_EVERY, HEAVY_AT, HEAVY_KERNELS = 20, 9, 48  # every 20th source (in "misc") is a heavy one
 
 
-def source(i: int, headers: int, rng: random.Random) -> str:
+def source(i: int, headers: int, rng: random.Random, hip: bool = False) -> str:
     includes = sorted(rng.sample(range(headers), rng.randint(10, 40)))
     n = HEAVY_KERNELS if i % HEAVY_EVERY == HEAVY_AT else 1 + i % 8
-    lines = [f'#include "common/h{h:03d}.cuh"' for h in includes]
+    lines = ["#include <hip/hip_runtime.h>"] if hip else []
+    lines += [f'#include "common/h{h:03d}.cuh"' for h in includes]
     lines += [
         f"namespace k{i} {{",
         "template <typename T, int N>",
@@ -63,7 +67,7 @@ def source(i: int, headers: int, rng: random.Random) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generate(folder: Path, sources: int, headers: int) -> None:
+def generate(folder: Path, sources: int, headers: int, hip: bool = False) -> None:
     rng = random.Random(1234)
     (folder / "include" / "common").mkdir(parents=True, exist_ok=True)
     for h in range(headers):
@@ -71,17 +75,17 @@ def generate(folder: Path, sources: int, headers: int) -> None:
     per_target: dict[str, list[str]] = {t[0]: [] for t in TARGETS}
     for i in range(sources):
         name = TARGETS[i % len(TARGETS)][0]
-        path = Path("csrc") / name / f"k{i:04d}.cu"
+        path = Path("csrc") / name / f"k{i:04d}.{'hip' if hip else 'cu'}"
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
-        (folder / path).write_text(source(i, headers, rng))
+        (folder / path).write_text(source(i, headers, rng, hip))
         per_target[name].append(path.as_posix())
-    (folder / "CMakeLists.txt").write_text(cmake_lists(per_target))
+    (folder / "CMakeLists.txt").write_text(cmake_lists(per_target, hip))
 
 
-def cmake_lists(per_target: dict[str, list[str]]) -> str:
+def cmake_lists(per_target: dict[str, list[str]], hip: bool = False) -> str:
     cmake = [
         "cmake_minimum_required(VERSION 3.25)",
-        "project(bench_tree LANGUAGES CXX CUDA)",
+        f"project(bench_tree LANGUAGES CXX {'HIP' if hip else 'CUDA'})",
         "set(CMAKE_POSITION_INDEPENDENT_CODE ON)",
         "option(WITH_KERNEL_SYMBOL_MAP \"map kernels after every build (bench_overhead.py)\" OFF)",
         "if(WITH_KERNEL_SYMBOL_MAP)",
@@ -92,9 +96,9 @@ def cmake_lists(per_target: dict[str, list[str]]) -> str:
     for name, kind, separable, speed in TARGETS:
         cmake.append(f"add_library({name} {kind} {' '.join(per_target[name])})")
         cmake.append(f"target_include_directories({name} PRIVATE include)")
-        if separable:
+        if separable and not hip:
             cmake.append(f"set_target_properties({name} PROPERTIES CUDA_SEPARABLE_COMPILATION ON)")
-        if speed:
+        if speed and not hip:
             cmake.append(f"target_compile_options({name} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--compress-mode=speed>)")
     return "\n".join(cmake) + "\n"
 
@@ -124,21 +128,31 @@ def update_cmake_lists(src: Path, sources: int) -> None:
         (src / "CMakeLists.txt").write_text(text)
 
 
-def build_tree(sources: int = 500, headers: int = 200, cmake: str = "cmake", ninja: str = "ninja") -> tuple[Path, Path]:
-    """(source dir, build dir) of the generated tree, built (once) with Ninja."""
-    folder = CACHE / f"tree-{sources}-{headers}"
+HIP_ARCHS = "gfx90a;gfx1030"
+HIP_DEFINES = ["-DCMAKE_HIP_COMPILER=clang++-15", "-DCMAKE_HIP_PLATFORM=amd", f"-DCMAKE_HIP_ARCHITECTURES={HIP_ARCHS}",
+               "-DCMAKE_HIP_FLAGS=--rocm-path=/usr --rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode"]
+
+
+def build_tree(sources: int = 500, headers: int = 200, cmake: str = "cmake", ninja: str = "ninja",
+               hip: bool = False) -> tuple[Path, Path]:
+    """(source dir, build dir) of the generated tree, built (once) with Ninja.
+
+    HIP trees need CMake 4 (``cmake`` from the venv, PyPI's) and Debian's clang-15 (facts.md).
+    """
+    folder = CACHE / f"tree-{sources}-{headers}{'-hip' if hip else ''}"
     src, build = folder / "src", folder / "build"
-    if (src / "CMakeLists.txt").exists():
+    if (src / "CMakeLists.txt").exists() and not hip:
         update_cmake_lists(src, sources)
         update_sources(src, sources, headers)
     if not (build / ".built").exists():
         if not (src / "CMakeLists.txt").exists():
-            generate(src, sources, headers)
+            generate(src, sources, headers, hip)
         nvcc = os.environ.get("CUDACXX", "/usr/local/cuda/bin/nvcc")
+        languages = HIP_DEFINES if hip else [f"-DCMAKE_CUDA_COMPILER={nvcc}", f"-DCMAKE_CUDA_ARCHITECTURES={ARCHS}"]
         subprocess.run([cmake, "-S", str(src), "-B", str(build), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}",
-                        f"-DCMAKE_CUDA_COMPILER={nvcc}", f"-DCMAKE_CUDA_ARCHITECTURES={ARCHS}",
-                        "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
-        print(f"building {sources} CUDA sources for {ARCHS} (once; cached in {build})", file=sys.stderr)
+                        *languages, "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
+        what = f"HIP sources for {HIP_ARCHS}" if hip else f"CUDA sources for {ARCHS}"
+        print(f"building {sources} {what} (once; cached in {build})", file=sys.stderr)
         subprocess.run([ninja, "-C", str(build)], check=True, capture_output=True)
         (build / ".built").touch()
     return src, build
@@ -148,5 +162,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sources", type=int, default=500)
     ap.add_argument("--headers", type=int, default=200)
+    ap.add_argument("--hip", action="store_true", help="a HIP tree (CMake's HIP language, clang-15)")
     a = ap.parse_args()
-    print(build_tree(a.sources, a.headers))
+    venv = Path(sys.executable).parent  # HIP needs CMake 4: PyPI's, beside this interpreter
+    tools = {"cmake": str(venv / "cmake"), "ninja": str(venv / "ninja")} if a.hip else {}
+    print(build_tree(a.sources, a.headers, hip=a.hip, **tools))

@@ -6,8 +6,11 @@ source, error}]``, ``objects[{source, target, object, device, symbols, deps,
 error?}]``, ``stats`` and ``reason``. Added fields (consumers ignore them):
 ``backend``, ``generator``, ``cmake_version``, ``tool``, ``pairing``,
 ``deps_from``, ``only_targets`` and ``all_targets`` (a map of a subset of
-targets, and what the whole build has), and per
-object ``archs`` (and ``device_link`` on device-link objects).
+targets, and what the whole build has), ``excluded_targets`` (never built:
+EXCLUDE_FROM_ALL), ``target_links`` (target -> the targets it depends on),
+``configure_inputs`` (files the configure read: never clearable), and per
+object ``archs`` (and ``device_link`` on device-link objects, ``deps_from``
+where deps came another way than the compiler's depfile).
 
 Paths inside a build folder are written behind a marker, ``$BUILD/...`` (the
 second build folder ``$BUILD1/...``, and so on), so that a map does not depend

@@ -1,9 +1,11 @@
-"""The recorder's pytest plugin: which kernels each test launched, for ``select`` to pick single tests.
+"""The recorder's pytest plugin: which kernels each test launched, and exact deselection from ``select``.
 
-Registered through the ``pytest11`` entry point and inactive unless asked:
+Registered through the ``pytest11`` entry point and inactive unless asked.
+
 ``pytest --kernel-record DIR`` writes ``DIR/<name>.jsonl``, one record per
-test. Attribution uses CUPTI external correlation ids pushed around each
-test, never timestamps guessed afterwards:
+test that pytest kept (a test that ``-m``, ``-k``, ``--deselect`` or another
+plugin removed gets none). Attribution uses CUPTI external correlation ids
+pushed around each test, never timestamps guessed afterwards:
 
 * a test's setup, call and teardown of function-scoped fixtures: that test;
 * the setup of a wider fixture (class, module, package, session): every
@@ -11,10 +13,20 @@ test, never timestamps guessed afterwards:
 * any teardown phase, where wider fixtures are finalised: every test;
 * launches with no external id (other threads, import time): every test;
 * Python child processes: the scope they were started in.
+
+A record is complete only when the test ran whole and passed (see
+:mod:`.outcomes`). Under ``pytest-xdist`` each worker records its own
+tests into the controller's parts folder, and the controller, which sees
+every test's reports, writes the one recording.
+
+``pytest --kernel-select selection.json`` reads ``select --json`` and
+deselects exactly the node ids in ``skip``: never a prefix, never a test it
+does not list. A missing or unreadable file deselects nothing, and says so.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -26,42 +38,69 @@ from typing import Any
 import pytest
 
 from . import hook, parts
+from .outcomes import Outcomes
 
 RESULT_NAME = "pytest"
+PARTS_VARIABLE = "KERNEL_SYMBOL_MAP_PYTEST_PARTS"  # an xdist controller's parts folder, for its workers
+SELECTION_SCHEMA = "kernel-symbol-map/selection/1"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("kernel-symbol-map", "kernel recording (CUPTI)")
+    group = parser.getgroup("kernel-symbol-map", "kernel recording (CUPTI) and test selection")
     group.addoption("--kernel-record", metavar="DIR", default=None,
                     help="record the CUDA kernels each test launches into DIR/<name>.jsonl, for select")
     group.addoption("--kernel-record-name", metavar="NAME", default=RESULT_NAME,
                     help=f"the recording's file name (default {RESULT_NAME}; one per CI shard)")
     group.addoption("--kernel-record-commit", metavar="SHA", default=None,
                     help="commit the run is of (default: CI variables, then git)")
+    group.addoption("--kernel-select", metavar="FILE", default=None,
+                    help="deselect exactly the tests `kernel-symbol-map select --json` lists in skip")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    selection = config.getoption("kernel_select")
+    if selection:
+        config.pluginmanager.register(KernelSelect(Path(selection)), "kernel_symbol_map_select")
     folder = config.getoption("kernel_record")
     if not folder:
         return
-    if os.environ.get(hook.FOLDER_VARIABLE):
+    worker = hasattr(config, "workerinput")
+    if os.environ.get(hook.FOLDER_VARIABLE) and not worker:
         # Both would record this process, and each would miss what the other took: never a complete step.
         raise pytest.UsageError("--kernel-record cannot run under `kernel-symbol-map record`; use one of them")
-    config.pluginmanager.register(KernelRecorder(config, Path(folder)), "kernel_symbol_map_recorder")
+    role = "worker" if worker else "controller" if _distributed(config) else "single"
+    config.pluginmanager.register(KernelRecorder(config, Path(folder), role), "kernel_symbol_map_recorder")
+
+
+def _distributed(config: pytest.Config) -> bool:
+    """This process is a pytest-xdist controller: workers run the tests, it only gathers reports."""
+    return getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "numprocesses", None))
 
 
 class KernelRecorder:
     # Tests feed kernel activity through a backend of their own; None means CUPTI.
     backend_factory: Callable[[Callable[..., None]], Any] | None = None
 
-    def __init__(self, config: pytest.Config, out: Path) -> None:
-        from .process import ProcessRecorder
-
+    def __init__(self, config: pytest.Config, out: Path, role: str) -> None:
         self.config = config
         self.out = out
+        self.role = role  # "single" (tests here), "controller" (xdist: gathers), "worker" (xdist: runs tests)
         self.name = config.getoption("kernel_record_name")
-        out.mkdir(parents=True, exist_ok=True)
-        self.parts = Path(tempfile.mkdtemp(prefix=f".parts-{self.name}-", dir=out))
+        self.tests: dict[str, None] = {}  # node ids pytest kept, in order
+        self.outcomes = Outcomes()
+        self.recorder: Any = None
+        if role == "worker":
+            self.parts = Path(os.environ[PARTS_VARIABLE])
+        else:
+            out.mkdir(parents=True, exist_ok=True)
+            self.parts = Path(tempfile.mkdtemp(prefix=f".parts-{self.name}-", dir=out))
+            os.environ[PARTS_VARIABLE] = str(self.parts)  # xdist's workers inherit it
+        if role != "controller":
+            self._start()
+
+    def _start(self) -> None:
+        from .process import ProcessRecorder
+
         os.environ[hook.FOLDER_VARIABLE] = str(self.parts)  # Python children record too
         os.environ[hook.SCOPE_VARIABLE] = parts.SESSION
         backend = None
@@ -69,10 +108,24 @@ class KernelRecorder:
             backend = type(self).backend_factory(lambda activities: self.recorder.take(activities))
         ProcessRecorder.current = None
         self.recorder = ProcessRecorder.start_current(self.parts, parts.SESSION, backend=backend)
-        self.tests: list[str] = []
 
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        self.tests = [item.nodeid for item in items]
+    # -- which tests pytest kept, and how each one went ------------------------------------------
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.tests.update(dict.fromkeys(item.nodeid for item in session.items))  # after -m, -k and --deselect
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.tests.update(dict.fromkeys(ids))  # each worker's kept tests (the same, or one shard's)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        skip_reason = ""
+        if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+            skip_reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        self.outcomes.report(report.nodeid, report.when, report.outcome, bool(getattr(report, "wasxfail", None)),
+                             skip_reason)
+
+    # -- attribution, in the processes that run tests --------------------------------------------
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, None, None]:
@@ -96,6 +149,9 @@ class KernelRecorder:
     @contextmanager
     def _scope(self, scope: str) -> Iterator[None]:
         """Launches in the block (and Python children started in it) belong to ``scope``."""
+        if self.recorder is None:
+            yield
+            return
         previous = os.environ.get(hook.SCOPE_VARIABLE, parts.SESSION)
         os.environ[hook.SCOPE_VARIABLE] = scope
         try:
@@ -104,20 +160,74 @@ class KernelRecorder:
         finally:
             os.environ[hook.SCOPE_VARIABLE] = previous
 
+    # -- the recording -----------------------------------------------------------------------------
+
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from .. import mapformat
 
+        if self.recorder is not None:
+            self.recorder.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        for key in (hook.FOLDER_VARIABLE, hook.SCOPE_VARIABLE):
+            os.environ.pop(key, None)
+        if self.role == "worker":  # the controller merges every worker's part
+            return
+        os.environ.pop(PARTS_VARIABLE, None)
         interrupted = "the test run was interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else ""
-        self.recorder.finish()
         commit = mapformat.resolve_commit(self.config.getoption("kernel_record_commit"), Path.cwd())
-        records = parts.test_records(self.parts, self.tests, commit, interrupted)
+        records = parts.test_records(self.parts, list(self.tests), commit, interrupted)
+        for record in records:
+            why = self.outcomes.verdict(record["test"])
+            if why:
+                record["complete"] = False
+                record["reason"] = "; ".join(filter(None, [why, record["reason"]]))
         out = self.out / f"{self.name}.jsonl"
         parts.write_jsonl(out, records)
         shutil.rmtree(self.parts, ignore_errors=True)
-        for key in (hook.FOLDER_VARIABLE, hook.SCOPE_VARIABLE):
-            os.environ.pop(key, None)
-        incomplete = sum(1 for r in records if not r["complete"])
+        incomplete = [r for r in records if not r["complete"]]
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            why = f"; {incomplete} incomplete: {records[0]['reason']}" if incomplete else ""
+            why = f"; {len(incomplete)} incomplete, e.g. {incomplete[0]['test']}: {incomplete[0]['reason']}" \
+                if incomplete else ""
             reporter.write_line(f"kernel_symbol_map: recorded {len(records)} tests into {out}{why}")
+
+
+class KernelSelect:
+    """``--kernel-select``: deselect exactly the node ids ``select --json`` lists in ``skip``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.skip: set[str] = set()
+        self.deselected = 0
+        self.problem = ""
+        self.why = ""
+        try:
+            document = json.loads(path.read_text())
+            if not isinstance(document, dict) or document.get("schema") != SELECTION_SCHEMA:
+                raise ValueError(f"not a {SELECTION_SCHEMA} document")
+            skip = document.get("skip")
+            if not isinstance(skip, list) or not all(isinstance(t, str) for t in skip):
+                raise ValueError('"skip" is not a list of test ids')
+        except (OSError, ValueError) as e:
+            self.problem = f"{path}: {getattr(e, 'strerror', None) or e}; every test runs"
+            return
+        self.skip = set(skip)
+        fallback = document.get("fallback")
+        self.why = f"fallback {fallback}" if fallback else "their recordings launched no kernel the change reaches"
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        chosen = [item for item in items if item.nodeid in self.skip]  # exact ids: never a prefix
+        if chosen:
+            config.hook.pytest_deselected(items=chosen)
+            items[:] = [item for item in items if item.nodeid not in self.skip]
+            self.deselected += len(chosen)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.problem:
+            terminalreporter.write_line(f"kernel_symbol_map: --kernel-select {self.problem}")
+        elif self.deselected or not self.skip:
+            terminalreporter.write_line(f"kernel_symbol_map: --kernel-select skipped {self.deselected} tests "
+                                        f"({self.why}; {self.path})")
+        else:  # an xdist controller: its workers deselected
+            terminalreporter.write_line(f"kernel_symbol_map: --kernel-select skipped the tests of {self.path}'s "
+                                        f"skip that were collected ({len(self.skip)} listed; {self.why})")

@@ -1,0 +1,214 @@
+"""The pytest plugin's records are honest (issue 19): complete only for a test that ran whole and passed.
+
+Each case is a real pytest run in a subprocess (so that xdist's workers and
+rerunfailures work as in CI), with CUPTI simulated by a fake backend that
+the test project's conftest installs: the kernels each test "launches" are
+delivered through the function CUPTI's buffer callback calls. Every
+recording is then fed to ``select`` with a change that reaches none of the
+recorded kernels: a test whose record is incomplete must still run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel_symbol_map.consumer.kernelmap import KernelMap
+from kernel_symbol_map.consumer.recordings import read
+from kernel_symbol_map.consumer.selection import select
+
+COMMIT = "a" * 40
+
+CONFTEST = '''
+from types import SimpleNamespace
+
+import pytest
+
+from kernel_symbol_map.recorder.process import ProcessRecorder
+from kernel_symbol_map.recorder.pytest_plugin import KernelRecorder
+
+
+class FakeCupti:
+    """Stands in for CUPTI: a stack of external ids, and activity delivered to ``take``."""
+
+    def __init__(self, take):
+        self.take, self.stack, self.correlation = take, [], 0
+
+    def start(self):
+        pass
+
+    def push(self, external_id):
+        self.stack.append(external_id)
+        return True
+
+    def pop(self):
+        self.stack.pop()
+
+    def flush(self):
+        return 0
+
+    def launch(self, name):
+        self.correlation += 1
+        records = [SimpleNamespace(kind="CONCURRENT_KERNEL", name=name, correlation_id=self.correlation)]
+        if self.stack:
+            records.append(SimpleNamespace(kind="EXTERNAL_CORRELATION", correlation_id=self.correlation,
+                                           external_id=self.stack[-1]))
+        self.take(records)
+
+
+KernelRecorder.backend_factory = FakeCupti
+
+
+@pytest.fixture
+def launch():
+    return lambda name: ProcessRecorder.current.backend.launch(name)
+
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("the fixture's setup fails")
+'''
+
+OUTCOMES = '''
+import pytest
+
+@pytest.mark.slow
+def test_slow(launch):
+    launch("_Z4slowv")
+
+def test_keep(launch):
+    launch("_Z4keepv")
+
+def test_other_k(launch):
+    launch("_Z5otherv")
+
+def test_deselected(launch):
+    launch("_Z10deselectedv")
+
+@pytest.mark.skipif(True, reason="no sm_100 GPU here")
+def test_skipped(launch):
+    launch("_Z7skippedv")
+
+def test_failed(launch):
+    launch("_Z6failedv")
+    assert False
+
+def test_errored(broken, launch):
+    launch("_Z7erroredv")
+
+@pytest.mark.xfail(reason="known bug")
+def test_xfailed(launch):
+    launch("_Z7xfailedv")
+    assert False
+'''
+
+STOPPED = '''
+def test_first(launch):
+    launch("_Z5firstv")
+
+def test_boom(launch):
+    launch("_Z4boomv")
+    raise SystemExit("stop")
+
+def test_never(launch):
+    launch("_Z5neverv")
+'''
+
+RERUNS = '''
+import os
+
+def test_flaky(launch, tmp_path_factory):
+    marker = tmp_path_factory.getbasetemp().parent / "flaky-attempt"
+    first = not marker.exists()
+    marker.touch()
+    launch("_Z8attempt1v" if first else "_Z8attempt2v")
+    assert not first
+
+def test_broken(launch):
+    launch("_Z6brokenv")
+    assert False
+'''
+
+KERNELS = ["_Z4slowv", "_Z4keepv", "_Z5otherv", "_Z10deselectedv", "_Z7skippedv", "_Z6failedv", "_Z7erroredv",
+           "_Z7xfailedv", "_Z5firstv", "_Z4boomv", "_Z5neverv", "_Z8attempt1v", "_Z8attempt2v", "_Z6brokenv"]
+
+
+def _map() -> KernelMap:
+    """Every kernel above from csrc/x.cu; the change below touches only csrc/y.cu's kernel."""
+    objects = [{"source": s, "target": "t", "object": f"{s}.o", "device": True, "symbols": k, "deps": [s]}
+               for s, k in (("csrc/x.cu", KERNELS), ("csrc/y.cu", ["_Z1yv"]))]
+    return KernelMap({"version": 1, "commit": COMMIT, "cuda": "13.0", "generated_at": "", "build_dirs": [],
+                      "incomplete": False, "errors": [], "stats": {}, "objects": objects})
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> dict[str, dict[str, Any]]:
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
+    out = pytester.path / "rec"
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kernel-record", str(out),
+                                  "--kernel-record-commit", COMMIT, *args)
+    path = out / "pytest.jsonl"
+    records = {r["test"]: r for r in map(json.loads, path.read_text().splitlines())}
+    recordings = read([path])
+    selection = select(_map(), recordings, ["csrc/y.cu"])
+    for test, r in records.items():
+        decision = next(d for d in selection.decisions if d.test == test)
+        assert decision.run == (not r["complete"]), (test, r, decision)  # never skipped on a partial record
+    return records
+
+
+def _state(records: dict[str, dict[str, Any]]) -> dict[str, tuple[bool, list[str]]]:
+    return {t.split("::")[-1]: (r["complete"], r["kernels"]) for t, r in records.items()}
+
+
+def test_deselected_tests_get_no_record_and_unfinished_ones_an_incomplete_one(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_outcomes=OUTCOMES)
+    records = _run(pytester, "-m", "not slow", "-k", "not other_k", "--deselect",
+                   "test_outcomes.py::test_deselected")
+    assert _state(records) == {
+        "test_keep": (True, ["_Z4keepv"]),
+        "test_skipped": (False, []),
+        "test_failed": (False, ["_Z6failedv"]),
+        "test_errored": (False, []),
+        "test_xfailed": (False, ["_Z7xfailedv"]),
+    }
+    reasons = {t.split("::")[-1]: r["reason"] for t, r in records.items()}
+    assert reasons["test_skipped"] == "the test was skipped: no sm_100 GPU here"
+    assert reasons["test_failed"] == "the test failed"
+    assert reasons["test_errored"] == "the test's setup errored"
+    assert reasons["test_xfailed"].startswith("the test xfailed")
+
+
+def test_a_run_stopped_early_leaves_the_rest_incomplete(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_stopped=STOPPED)
+    records = _run(pytester, "-x")
+    assert _state(records) == {"test_first": (True, ["_Z5firstv"]), "test_boom": (False, ["_Z4boomv"]),
+                               "test_never": (False, [])}
+    assert records["test_stopped.py::test_never"]["reason"].startswith("the test never ran")
+
+
+def test_xdist_workers_join_one_recording(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_outcomes=OUTCOMES)
+    records = _run(pytester, "-n", "2", "-m", "not slow", "--deselect", "test_outcomes.py::test_deselected")
+    assert _state(records) == {
+        "test_keep": (True, ["_Z4keepv"]),
+        "test_other_k": (True, ["_Z5otherv"]),
+        "test_skipped": (False, []),
+        "test_failed": (False, ["_Z6failedv"]),
+        "test_errored": (False, []),
+        "test_xfailed": (False, ["_Z7xfailedv"]),
+    }
+    assert {r["processes"] for r in records.values()} == {2}  # the two workers' parts, joined
+
+
+def test_reruns_unite_the_attempts_and_the_last_one_decides(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_rerunfailures")
+    pytester.makepyfile(test_reruns=RERUNS)
+    records = _run(pytester, "--reruns", "2")
+    assert _state(records) == {"test_flaky": (True, ["_Z8attempt1v", "_Z8attempt2v"]),
+                               "test_broken": (False, ["_Z6brokenv"])}
+    assert records["test_reruns.py::test_broken"]["reason"] == "the test failed (the last of 3 attempts)"

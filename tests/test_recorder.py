@@ -105,9 +105,11 @@ def test_a_command_with_no_python_process_is_never_complete(tmp_path: Path) -> N
     assert "no Python process was recorded" in rec["reason"]
 
 
-def test_the_commands_exit_status_is_kept(tmp_path: Path) -> None:
+def test_the_commands_exit_status_is_kept_and_a_failed_step_is_not_complete(tmp_path: Path) -> None:
+    """A step that failed may have stopped early (pytest -x): its record cannot clear it."""
     proc, rec = record(tmp_path, "import sys; sys.exit(3)\n")
     assert proc.returncode == 3 and rec["test"] == "step"
+    assert not rec["complete"] and "the command failed (exit 3)" in rec["reason"]
 
 
 def test_a_bad_command_is_a_usage_error(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 #
 #   on main:          examples/ci/select.sh record  EVIDENCE_DIR
 #   on a pull request: examples/ci/select.sh select EVIDENCE_DIR origin/main
+#   shadow mode:       examples/ci/select.sh shadow EVIDENCE_DIR origin/main
 #
 # EVIDENCE_DIR is wherever your CI keeps artifacts of the main branch's last run.
 # KSM_SOURCE is anything `pip wheel` takes for kernel-symbol-map (a vendored checkout, or
@@ -21,8 +22,8 @@ pip install dist/*.whl
 
 case "$mode" in
   record)
-    mkdir -p "$evidence"
-    cp dist/*.whl "$evidence/"
+    mkdir -p "$evidence/dist"
+    cp dist/*.whl "$evidence/dist/"
     # One record per test; a whole CI step (any command, its Python children too) would be:
     #   kernel-symbol-map record --step unit --out "$evidence/recordings" -- pytest tests/
     pytest tests/ --kernel-record "$evidence/recordings"
@@ -30,14 +31,23 @@ case "$mode" in
   select)
     base=$3
     # Missing or unreadable evidence is never an error: select then runs everything, and says why.
-    kernel-symbol-map select --map "$evidence"/*.whl --recordings "$evidence"/recordings/*.jsonl \
+    kernel-symbol-map select --map "$evidence"/dist --recordings "$evidence"/recordings \
       --diff "$base" --json > selection.json || true
-    # Run every test except those in "skip".
-    mapfile -t deselect < <(python -c 'import json; [print(f"--deselect={t}") for t in json.load(open("selection.json")).get("skip", [])]')
-    pytest tests/ "${deselect[@]}"
+    # Exactly the tests in "skip" are deselected (never a prefix); everything else runs.
+    pytest tests/ --kernel-select selection.json
+    ;;
+  shadow)
+    base=$3
+    # Run everything, select anyway, and compare: roll out only once the misses stay at zero.
+    kernel-symbol-map select --map "$evidence"/dist --recordings "$evidence"/recordings \
+      --diff "$base" --json > selection.json || true
+    status=0
+    pytest tests/ --junitxml=results.xml || status=$?
+    kernel-symbol-map evaluate --selection selection.json --junit results.xml --markdown evaluation.md || true
+    exit $status
     ;;
   *)
-    echo "usage: $0 record|select EVIDENCE_DIR [BASE]" >&2
+    echo "usage: $0 record|select|shadow EVIDENCE_DIR [BASE]" >&2
     exit 2
     ;;
 esac

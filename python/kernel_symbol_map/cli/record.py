@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         interrupted = "the command was interrupted"
     if code < 0:
         interrupted = f"the command was killed by signal {-code}"
+    elif code > 0 and not interrupted:  # a step that failed may have stopped early (pytest -x): not all it runs
+        interrupted = f"the command failed (exit {code})"
     commit = mapformat.resolve_commit(args.commit, Path.cwd())
     record = parts.step_record(folder, args.step, commit, interrupted)
     out = args.out / f"{args.step}.jsonl"

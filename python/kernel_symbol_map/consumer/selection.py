@@ -78,6 +78,7 @@ class Selection:
     fallback: str | None = None  # a reason code when evidence was set aside for every test
     fallback_why: str = ""
     files: list[Reach] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)  # the change set, as select was given it
 
     @property
     def to_run(self) -> list[str]:
@@ -105,6 +106,7 @@ class Selection:
             "skip": [d.test for d in self.decisions if not d.run],
             "decisions": decisions,
             "files": [{"path": r.path, "status": r.status, "kernels": len(r.symbols)} for r in self.files],
+            "changed": self.changed,
             "summary": self.summary(),
         }
 
@@ -269,7 +271,7 @@ def select(
         else:
             decisions.append(Decision(test, False, "not-reached", f"its complete recording launched none of "
                                       f"the {len(reached)} kernels the change reaches"))
-    return Selection(decisions, files=files)
+    return Selection(decisions, files=files, changed=list(changed))
 
 
 def all_tests(recordings: Sequence[Recording], unreadable: Sequence[Unreadable] = (),
@@ -291,7 +293,7 @@ def everything(
     else:
         decisions = [Decision(t, t in chosen, code, f"{why}; static rules {'select' if t in chosen else 'skip'} it")
                      for t in tests]
-    return Selection(decisions, code, why, files or [])
+    return Selection(decisions, code, why, files or [], list(changed))
 
 
 def _combine(path: str, reaches: Sequence[Reach]) -> Reach:

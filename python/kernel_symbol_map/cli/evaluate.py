@@ -1,0 +1,74 @@
+"""``evaluate``: shadow mode. What a selection would have skipped, against a full run's results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..errors import KernelSymbolMapError
+from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, plural, write_json
+
+
+def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "evaluate", help="shadow mode: compare a selection with a full run's JUnit results",
+        description="Run everything, select anyway, and compare: every test that failed although the "
+        "selection would have skipped it (a miss: there must be none), with the change and the evidence "
+        "behind the skip; the skip fraction, and the time the skips would have saved, from the run's "
+        "durations. Exit 1 when there is a miss.",
+        epilog="examples:\n  pytest tests/ --junitxml=results.xml\n"
+        "  kernel-symbol-map select --map dist/*.whl --recordings rec/ --diff origin/main --json > selection.json\n"
+        "  kernel-symbol-map evaluate --selection selection.json --junit results.xml --markdown comment.md\n"
+        "  kernel-symbol-map evaluate --selection steps.json --junit-step kernels=kernels.xml --junit-step ops=ops.xml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    p.add_argument("--selection", type=Path, required=True, metavar="FILE", help="`select --json` output")
+    p.add_argument("--junit", type=Path, action="append", default=[], metavar="XML",
+                   help="JUnit XML of the full run (pytest --junitxml); repeat for shards")
+    p.add_argument("--junit-step", action="append", default=[], metavar="STEP=XML",
+                   help="a step-level selection (record --step): the results of each step's run")
+    p.add_argument("--markdown", type=Path, metavar="FILE", help="also write a summary a CI can post on the PR")
+    p.add_argument("--json", action="store_true", help="machine-readable (kernel-symbol-map/evaluate/1)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..consumer import junit
+    from ..consumer.evaluation import SCHEMA, evaluate
+
+    if bool(args.junit) == bool(args.junit_step):
+        raise UsageError("give the run's results as --junit (tests) or --junit-step (steps), one of them")
+    try:
+        selection = json.loads(args.selection.read_text())
+    except (OSError, ValueError) as e:
+        raise KernelSymbolMapError(f"{args.selection}: not a selection ({getattr(e, 'strerror', None) or e})") \
+            from None
+    if not isinstance(selection, dict) or selection.get("schema") != "kernel-symbol-map/selection/1":
+        raise KernelSymbolMapError(f"{args.selection}: not a kernel-symbol-map/selection/1 document")
+    steps = {}
+    for spec in args.junit_step:
+        step, eq, path = spec.partition("=")
+        if not eq or not step:
+            raise UsageError(f"--junit-step {spec!r}: expected STEP=XML")
+        steps[step] = junit.read(Path(path))
+    results = [r for path in args.junit for r in junit.read(path)]
+    found = evaluate(selection, results, steps or None)
+    if args.markdown:
+        args.markdown.write_text(found.markdown())
+    if args.json:
+        write_json(SCHEMA, found.to_json())
+    else:
+        print(f"would skip {len(found.skipped)} of {plural(found.ran, 'test')} ({found.skip_fraction:.0%}), "
+              f"saving {found.seconds_skipped:.1f} s of {found.seconds_total:.1f} s"
+              + (f"; fell back: {found.fallback}" if found.fallback else ""))
+        for m in found.misses:
+            print(f"MISS {m.test}: failed ({m.message}); the selection would have skipped it: {m.why}")
+        if found.unmatched:
+            print(f"{plural(len(found.unmatched), 'skipped test')} not in the results, e.g. {found.unmatched[0]}")
+    for m in found.misses:
+        error(f"miss: {m.test} failed, and the selection would have skipped it")
+    sys.stdout.flush()
+    return EXIT_INPUT if found.misses else EXIT_OK

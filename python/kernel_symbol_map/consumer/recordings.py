@@ -11,7 +11,11 @@ Three formats:
 
 A recording with dropped records, or without its end footer, is incomplete
 and can never justify skipping a test; so is an Nsight kernel that cannot be
-put inside exactly the tests whose ranges hold its launch. Every kernel name,
+put inside exactly the tests whose ranges hold its launch. A JSON Lines
+record is complete only when its writer says so: the pytest plugin says so
+only for a test that ran whole and passed (not skipped, failed, errored,
+xfailed or stopped early), ``record`` only for a step whose command
+succeeded and whose every Python process was recorded. Every kernel name,
 in every format, must be mangled: a demangled name is an error, since it
 could never match the map. Formats that carry no commit take
 ``--recordings-commit``. :func:`read_each` keeps going past an unreadable

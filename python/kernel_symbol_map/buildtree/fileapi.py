@@ -197,8 +197,19 @@ def refresh(build_dir: Path) -> list[str]:
     command = [cmake_command(build_dir), str(build_dir)]
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["failed"]
-        raise BuildTreeError(f"{' '.join(command)} (exit {proc.returncode}): {tail[0]}")
+        log = build_dir / ".kernel_symbol_map" / "reconfigure.log"
+        try:
+            log.parent.mkdir(exist_ok=True)
+            log.write_text(f"$ {' '.join(command)}\n{proc.stdout}{proc.stderr}")
+        except OSError:
+            log = None  # a read-only tree: the message's last line is all there is
+        errors = [line for line in (proc.stderr or proc.stdout).splitlines() if "Error" in line] or \
+            (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["failed"]
+        where = f"; the whole output is in {log}" if log else ""
+        raise BuildTreeError(
+            f"re-running the project's configure failed ({' '.join(command)}, exit {proc.returncode}): "
+            f"{errors[0].strip()}{where}. The tree's configure now is the one that failed: run your own "
+            "configure (the one your build uses, with its environment) before building or mapping again")
     return command
 
 

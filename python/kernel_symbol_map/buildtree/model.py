@@ -22,7 +22,7 @@ import regex
 from .._statefile import memoised
 from .._version import __version__
 from ..errors import BuildTreeError
-from . import compdb, dependinfo, devicedeps, fileapi, generatorfiles, pairing, unity
+from . import compdb, dependinfo, devicedeps, fileapi, generatorfiles, pairing, thirdparty, unity
 from .makedeps import read_cmake_scan, read_depfile
 from .ninjadeps import NinjaDeps, stale
 
@@ -30,6 +30,7 @@ from .ninjadeps import NinjaDeps, stale
 _CUDA_VERSIONS = (regex.compile(r'set\(CMAKE_CUDA_COMPILER_TOOLKIT_VERSION "([^"]+)"\)'),
                   regex.compile(r'set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)'))
 _LANGUAGE_BY_SUFFIX = {".cu": "CUDA", ".hip": "HIP", ".c": "C"}
+NOT_BUILT = "not built: the object file does not exist"
 PCH_SUFFIXES = (".gch", ".pch")
 
 
@@ -72,6 +73,8 @@ class BuildTree:
     config: str = ""  # CMAKE_BUILD_TYPE, or the Ninja Multi-Config configuration mapped
     configure_inputs: tuple[str, ...] = ()  # every file the configure read (CMakeLists, configure_file inputs)
     links: dict[str, tuple[str, ...]] = field(default_factory=dict)  # target -> compiling targets it depends on
+    third_party: dict[str, Path] = field(default_factory=dict)  # FetchContent name -> its sources' folder
+    unmapped: tuple[thirdparty.CustomCompile, ...] = ()  # custom commands that compile outside the model
 
 
 @dataclass
@@ -189,6 +192,9 @@ def load(
         compiling_targets=compiling,
         configure_inputs=tuple(str(p) for p in generatorfiles.configure_inputs(build_dir, generator)),
         links={t: d for t, d in links.items() if d},
+        third_party=thirdparty.fetched(build_dir, cache, source_root),
+        unmapped=tuple(thirdparty.custom_compiles(build_dir, generator,
+                                                  generatorfiles.manifest(build_dir, config, multi))),
         config=config,
     )
 
@@ -453,6 +459,8 @@ def _deps_reader(build_dir: Path, generator: str, stamps: _Stamps) -> Callable[[
             log_error = str(e)
 
         def ninja(pair: _Pair) -> tuple[tuple[str, ...], str | None]:
+            if stamps[str(pair.object)] is None:
+                return (), NOT_BUILT
             if log is None:
                 return (), log_error
             rel = os.path.relpath(pair.object, build_dir)
@@ -464,8 +472,8 @@ def _deps_reader(build_dir: Path, generator: str, stamps: _Stamps) -> Callable[[
         return ninja
 
     def depfile(pair: _Pair) -> tuple[tuple[str, ...], str | None]:
-        if not pair.object.exists():
-            return (), "object is missing"
+        if stamps[str(pair.object)] is None:
+            return (), NOT_BUILT
         rel = os.path.relpath(pair.object, build_dir)
         try:
             if pair.depfile is not None:
@@ -504,7 +512,7 @@ def out_of_date(obj: Path, deps: Iterable[str], stamps: _Stamps) -> str | None:
     """
     built = stamps[str(obj)]
     if built is None:
-        return "object is missing"
+        return NOT_BUILT
     newest = max(deps, key=lambda d: stamps[d] or 0, default=None)
     if newest is not None and (stamps[newest] or 0) > built:
         return f"out of date: {newest} is newer than the object (rebuild before mapping)"

@@ -48,7 +48,15 @@ class NinjaDeps:
         self._read()
 
     def _error(self, what: str, offset: int) -> BuildTreeError:
-        return BuildTreeError(f"{self.path}: {what} at offset {offset:#x}; its deps cannot be trusted")
+        if offset < len(MAGIC) + 4:  # the header itself: not a log this reader knows
+            return BuildTreeError(f"{self.path}: {what}; its deps cannot be trusted")
+        # Ninja itself never repairs such a log (two ninja processes writing one folder's log damage it):
+        # say how to get a trustworthy one back.
+        return BuildTreeError(
+            f"{self.path}: {what} at offset {offset:#x}; its deps cannot be trusted. The log is damaged "
+            f"(two ninja processes in one build folder write it at once); recover by truncating it at "
+            f"that offset (truncate -s {offset} {self.path}) so ninja rebuilds what it forgot, or delete it "
+            "and rebuild")
 
     def _read(self) -> None:
         try:

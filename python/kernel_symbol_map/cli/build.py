@@ -83,10 +83,11 @@ def _summary(args: argparse.Namespace, out: Path, size: int, stats: dict, reason
         write_json(JSON_SCHEMA, {"out": str(out), "bytes": size, "up_to_date": up_to_date, "evidence": not reason,
                                  "reason": reason, "stats": stats})
     else:
-        print(
-            f"kernel_symbol_map: wrote {out} ({size // 1024} KiB): {plural(stats['objects'], 'object')}, "
-            f"{plural(stats['device_objects'], 'device object')}, {plural(stats['symbols'], 'symbol')}, "
-            f"{plural(stats['errors'], 'error')}, {stats['seconds']} s{' (up to date)' if up_to_date else ''}",
+        print(  # what the build compiled, then what the map holds (nothing when it failed closed)
+            f"kernel_symbol_map: wrote {out} ({size // 1024} KiB): {plural(stats['objects'], 'object')} compiled; "
+            f"the map holds {plural(stats['device_objects'], 'device object')} and "
+            f"{plural(stats['symbols'], 'symbol')}; {plural(stats['errors'], 'error')}, {stats['seconds']} s"
+            f"{' (up to date)' if up_to_date else ''}",
             flush=True,
         )
     if reason:
@@ -178,7 +179,8 @@ def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use
     reason = document.get("reason")
     _summary(args, out, size, document["stats"], reason)
     if reason and document["errors"]:
-        tip("each unreadable object is listed in the map's `errors`")
+        tip("each object is listed in the map's `errors`; build the missing targets first, or map the fully "
+            "built ones with --targets (a map that says what it leaves out)")
     if use_cache and extraction is not None:
         run_print = cache.fingerprint(extraction.inputs, extraction.deps, fingerprint_options, out)
         cache.remember_run(build_dirs[0], tool, run_print, {"stats": document["stats"], "reason": reason})

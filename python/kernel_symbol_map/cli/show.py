@@ -56,6 +56,12 @@ def summary(doc: dict[str, Any], headers: int) -> dict[str, Any]:
         "evidence": "reason" not in doc and bool(objects),
         "reason": doc.get("reason"),
         "error_examples": [{"object": e.get("object"), "error": e.get("error")} for e in doc["errors"][:10]],
+        "not_built": dict(Counter(e.get("target", "?") for e in doc["errors"] if str(e.get("error", "")).startswith(
+            "not built"))),
+        "third_party": doc.get("third_party", []),
+        "unmapped_targets": [{"target": u.get("target"), "sources": len(u.get("sources", []))}
+                             for u in doc.get("unmapped_targets", [])],
+        "notes": doc.get("notes", []),
         "targets": targets,
     }
 
@@ -74,8 +80,15 @@ def run(args: argparse.Namespace) -> int:
           f" ({found['generator'] or '?'}, CMake {found['cmake_version'] or '?'})")
     print(f"  {plural(found['objects'], 'object')}, {plural(found['device_objects'], 'device object')}, "
           f"{plural(found['kernels'], 'kernel')}, {plural(found['errors'], 'error')}")
+    if found["third_party"]:
+        print(f"  third-party (spelled $DEP/<name>/...): {', '.join(found['third_party'])}")
+    for u in found["unmapped_targets"]:
+        print(f"  NOT MAPPED: {u['target'] or '(a custom command)'} compiles {plural(u['sources'], 'source')} "
+              "outside CMake's compile model: its kernels are in no map")
     if not found["evidence"]:
         print(f"  NO EVIDENCE: {found['reason'] or 'the map lists no objects'}")
+        for target, n in sorted(found["not_built"].items(), key=lambda i: (-i[1], i[0])):
+            print(f"    {target}: {plural(n, 'object')} not built")
         for e in found["error_examples"]:
             print(f"    {e['object']}: {e['error']}")
         return EXIT_OK

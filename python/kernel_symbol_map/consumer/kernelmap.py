@@ -47,6 +47,7 @@ class Reach:
     status: str  # "kernels", "host", "unknown", "configure", "not-in-map", "no-evidence"
     symbols: frozenset[str]
     links: tuple[Link, ...] = ()
+    note: str = ""  # what the map does not cover, when that may be why
 
     @property
     def clearable(self) -> bool:
@@ -57,7 +58,8 @@ class Reach:
         if self.status == "no-evidence":
             return f"{self.path}: the map holds no evidence"
         if self.status == "not-in-map":
-            return f"{self.path}: no object of the map has it as source or dependency"
+            return f"{self.path}: no object of the map has it as source or dependency" + \
+                (f"; {self.note}" if self.note else "")
         if self.status == "configure":
             return f"{self.path}: the project's configure reads it (CMakeLists, a configure_file input): " \
                 "a change to it may change any object"
@@ -113,6 +115,21 @@ class KernelMap:
         if not doc["objects"]:
             return "the map lists no objects"
         return None
+
+    @cached_property
+    def _unmapped_sources(self) -> dict[str, str]:
+        """Source -> the target whose custom command compiles it outside CMake's model (unmapped_targets)."""
+        return {src: u.get("target") or "a custom command" for u in self.document.get("unmapped_targets", [])
+                for src in u.get("sources", [])}
+
+    @cached_property
+    def _coverage(self) -> str:
+        """What a map built for some targets leaves out, or "" for a whole build's map."""
+        if not self.only_targets:
+            return ""
+        left_out = sorted(set(self.all_targets) - set(self.only_targets))
+        return (f"the map covers only targets {', '.join(self.only_targets)} (of {len(self.all_targets)}); "
+                f"it leaves out {', '.join(left_out[:10])}{' ...' if len(left_out) > 10 else ''}")
 
     @property
     def only_targets(self) -> tuple[str, ...]:
@@ -214,7 +231,10 @@ class KernelMap:
 
     def _reach(self, path: str, hits: list[tuple[int, str]]) -> Reach:
         if not hits:
-            return Reach(path, "not-in-map", frozenset())
+            unmapped = self._unmapped_sources.get(path)
+            note = f"{unmapped} compiles it outside CMake's compile model: no map knows its kernels" if unmapped \
+                else self._coverage
+            return Reach(path, "not-in-map", frozenset(), note=note)
         links = tuple(
             Link(o["object"], o["source"], o["target"], via, tuple(o["symbols"]), o.get("error"))
             for i, via in hits

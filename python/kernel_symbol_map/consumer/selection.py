@@ -245,6 +245,10 @@ def select(
     external = [regex.compile(p) for p in options.external_kernels]
     unreadable_tests = {t: u for u in unreadable for t in (u.tests or ())}
     by_test = {r.test: r for r in recordings}
+    outside = sorted({u.get("target") or "a custom command" for m in kmaps
+                      for u in m.document.get("unmapped_targets", [])})
+    unmapped = f" (kernels of {', '.join(outside)}, built outside CMake's compile model, are in no map)" \
+        if outside else ""
     decisions = []
     for test in tests:
         rec = by_test.get(test)
@@ -264,7 +268,7 @@ def select(
                                       f"recorded at {rec.commit or '(unknown)'}, the map is of {commit}"))
         elif unknown := sorted(k for k in rec.kernels - known if not any(p.fullmatch(k) for p in external)):
             decisions.append(Decision(test, True, UNKNOWN_KERNEL, f"it launched {len(unknown)} kernels no map "
-                                      f"knows, e.g. {unknown[0]}", tuple(unknown)))
+                                      f"knows, e.g. {unknown[0]}{unmapped}", tuple(unknown)))
         elif hit := sorted(rec.kernels & widened):
             decisions.append(Decision(test, True, "same-target", f"launched {len(hit)} kernels of a changed "
                                       f"file's target, e.g. {hit[0]} (--whole-target)"))

@@ -31,7 +31,7 @@ import json
 import os
 import subprocess
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -69,24 +69,36 @@ def build_marker(index: int) -> str:
     return BUILD_MARKER if index == 0 else f"{BUILD_MARKER}{index}"
 
 
-def spell(path: str | os.PathLike[str], source_root: str | os.PathLike[str], build_dirs: Sequence[str]) -> str:
+DEP_MARKER = "$DEP"  # a file of a FetchContent dependency: "$DEP/cutlass/include/cute/tensor.hpp"
+
+
+def spell(path: str | os.PathLike[str], source_root: str | os.PathLike[str], build_dirs: Sequence[str],
+          deps: Mapping[str, str] | None = None) -> str:
     """How a map writes ``path``, whatever folder the build ran in.
 
-    Inside a build folder: relative to it, behind its marker (checked first: a
-    build folder inside the source tree is still a build folder). Inside the
-    source root: relative to it. A path spelled through a symlinked root (a
-    project configured as ``-S /link``) is compared as the real file too.
-    Anything else (system and toolkit headers) stays absolute.
+    Inside a third-party dependency's folder (``deps``: FetchContent name ->
+    folder): ``$DEP/<name>/...``, wherever it was fetched to (checked first: it
+    may lie in a build folder, or in the source root's ``.deps``). Inside a
+    build folder: relative to it, behind its marker (a build folder inside the
+    source tree is still a build folder). Inside the source root: relative to
+    it. A path spelled through a symlinked root (a project configured as
+    ``-S /link``) is compared as the real file too. Anything else (system and
+    toolkit headers) stays absolute.
     """
     p = os.path.normpath(path)
-    marked = _under(p, source_root, build_dirs)
+    marked = _under(p, source_root, build_dirs, deps or {})
     if marked is None:
         real = os.path.realpath(p)
-        marked = _under(real, os.path.realpath(source_root), [os.path.realpath(b) for b in build_dirs])
+        marked = _under(real, os.path.realpath(source_root), [os.path.realpath(b) for b in build_dirs],
+                        {n: os.path.realpath(f) for n, f in (deps or {}).items()})
     return p if marked is None else marked
 
 
-def _under(p: str, source_root: str | os.PathLike[str], build_dirs: Sequence[str]) -> str | None:
+def _under(p: str, source_root: str | os.PathLike[str], build_dirs: Sequence[str],
+           deps: Mapping[str, str]) -> str | None:
+    for name, folder in deps.items():
+        if p == folder or p.startswith(folder.rstrip("/") + "/"):
+            return f"{DEP_MARKER}/{name}" + p[len(folder.rstrip("/")) :]
     for index, folder in enumerate(build_dirs):
         if p == folder or p.startswith(folder.rstrip("/") + "/"):
             return build_marker(index) + p[len(folder.rstrip("/")) :]
@@ -158,7 +170,7 @@ def is_full_sha(commit: str) -> bool:
     return len(commit) in (40, 64) and all(c in "0123456789abcdef" for c in commit)
 
 
-def fail_closed(document: dict[str, Any], what: str = "unreadable") -> None:
+def fail_closed(document: dict[str, Any], reason: str | None = None) -> None:
     """Empty ``objects`` when any object failed: a partial map would let a consumer drop tests."""
     errors = document["errors"]
     if not errors:
@@ -166,8 +178,8 @@ def fail_closed(document: dict[str, Any], what: str = "unreadable") -> None:
     document["incomplete"] = True
     document["objects"] = []
     first = errors[0]
-    document["reason"] = f"{len(errors)} object{'' if len(errors) == 1 else 's'} {what}, e.g. {first['object']}: " \
-        f"{first['error']}"
+    document["reason"] = reason or f"{len(errors)} object{'' if len(errors) == 1 else 's'} unreadable, e.g. " \
+        f"{first['object']}: {first['error']}"
 
 
 def merge(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
@@ -211,20 +223,35 @@ def merge(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     merged["incomplete"] = False
     if problems:
         merged.update(incomplete=True, objects=[], reason="; ".join(problems))
-    merged["stats"] = {**stats(merged["objects"], merged["errors"]), "merged_from": len(documents)}
+    compiled = sum(_count(d) for d in documents)
+    merged["stats"] = {**stats(compiled, merged["objects"], merged["errors"], merged.get("reader", "native")),
+                       "merged_from": len(documents)}
     return merged
 
 
-def stats(objects: list[dict[str, Any]], errors: list[dict[str, Any]]) -> dict[str, int]:
-    """The counts a map's ``stats`` holds, for ``build`` and ``merge`` alike."""
-    return {
-        "objects": len(objects),
+def stats(compiled: int, objects: list[dict[str, Any]], errors: list[dict[str, Any]],
+          reader: str = "native") -> dict[str, int]:
+    """The counts a map's ``stats`` holds, for ``build`` and ``merge`` alike, as the seed counted them.
+
+    ``objects`` is every object the build compiles; the others count what the
+    map holds (nothing, when it failed closed), never what was read.
+    """
+    found = {
+        "objects": compiled,
         "device_objects": sum(1 for e in objects if e["device"]),
         "objects_with_symbols": sum(1 for e in objects if e["symbols"]),
         "symbols": sum(len(e["symbols"]) for e in objects),
         "errors": len(errors),
-        "cuobjdump_errors": len(errors),  # the seed's name for the same count
     }
+    if reader == "cuobjdump":
+        found["cuobjdump_errors"] = len(errors)  # the seed's name, meaningful when cuobjdump read the objects
+    return found
+
+
+def _count(document: dict[str, Any]) -> int:
+    """How many objects a map's build compiled: its stats say, else what it lists."""
+    counted = document.get("stats", {}).get("objects") if isinstance(document.get("stats"), dict) else None
+    return counted if isinstance(counted, int) else len(document["objects"]) + len(document["errors"])
 
 
 def encode(document: dict[str, Any], chunk: int = 64) -> bytes:
@@ -328,7 +355,7 @@ def problems(document: Any) -> list[str]:
     for key in ("reason", "backend"):
         if key in document and not isinstance(document[key], str):
             found.append(f"field {key!r} is not a string")
-    for key in ("only_targets", "all_targets", "configure_inputs", "excluded_targets"):
+    for key in ("only_targets", "all_targets", "configure_inputs", "excluded_targets", "third_party"):
         value = document.get(key)
         if value is not None and not (isinstance(value, list) and all(isinstance(t, str) for t in value)):
             found.append(f"field {key!r} is not a list of strings")

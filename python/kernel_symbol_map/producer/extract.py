@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any
 from .. import mapformat
 from .._statefile import stat_key
 from .._version import __version__
-from ..buildtree.model import BuildTree, TreeObject
+from ..buildtree.model import NOT_BUILT, BuildTree, TreeObject
 from ..buildtree.model import load as load_tree
 from ..errors import BuildTreeError
 from ..readers.devicecode import Result, read_kernels
@@ -122,7 +123,8 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
             problems.append(str(e))
     root = (options.source_root or (trees[0].source_root if trees else Path.cwd())).resolve()
     folders = [os.path.normpath(b.resolve()) for b in options.build_dirs]
-    relative = lru_cache(maxsize=None)(lambda p: mapformat.spell(p, root, folders))
+    deps = {name: os.path.normpath(folder) for t in trees for name, folder in t.third_party.items()}
+    relative = lru_cache(maxsize=None)(lambda p: mapformat.spell(p, root, folders, deps))
 
     @lru_cache(maxsize=None)
     def spellings(path: str) -> tuple[str, ...]:
@@ -152,7 +154,8 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         if tree.build_dir in caches:
             caches[tree.build_dir].save(str(o.object) for o in tree.objects)
     objects.sort(key=lambda e: (e["source"], e["target"], e["object"]))
-    errors = [{"object": e["object"], "source": e["source"], "error": e["error"]} for e in objects if "error" in e]
+    errors = [{"object": e["object"], "source": e["source"], "error": e["error"], "target": e["target"]}
+              for e in objects if "error" in e]
     document: dict[str, Any] = {
         "version": mapformat.VERSION,
         "commit": mapformat.resolve_commit(options.commit, root),
@@ -191,12 +194,32 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     links = {t: sorted(d) for tree in trees for t, d in tree.links.items()}
     if links:  # which targets each target depends on (links, object libraries): --whole-target follows them
         document["target_links"] = dict(sorted(links.items()))
+    used = {d.split("/", 2)[1] for o in objects for d in (o["source"], *o["deps"]) if d.startswith(mapformat.DEP_MARKER + "/")}
+    if used:  # FetchContent dependencies: spelled $DEP/<name>/..., wherever they were fetched to
+        document["third_party"] = sorted(used)
+    unmapped = [c for t in trees for c in t.unmapped]
+    if unmapped:  # code compiled by custom commands: no map can know its kernels
+        document["unmapped_targets"] = [
+            {"target": c.target, "outputs": [relative(o) for o in c.outputs],
+             "sources": [relative(s) for s in c.sources[:50]],
+             "reason": "a custom command compiles these sources outside CMake's compile model: "
+                       "its kernels are in no map"} for c in unmapped]
+        notes.append(f"{len(unmapped)} custom commands compile code outside CMake's compile model "
+                     f"({', '.join(sorted({c.target or c.outputs[0] for c in unmapped}))}): their kernels are in "
+                     "no map, so a test that launches one is never skipped (unknown-kernel)")
+        document["notes"] = notes
     if options.exclude_targets:
         document["excluded_targets"] = sorted(options.exclude_targets)
     if options.targets:  # a subset: a consumer may clear tests only with maps that cover every target
         document["only_targets"] = sorted(options.targets)
         document["all_targets"] = sorted({t for tree in trees for t in tree.compiling_targets})
-    mapformat.fail_closed(document)
+        left_out = sorted(set(document["all_targets"]) - set(options.targets))
+        if left_out:
+            notes.append(f"covers {len(options.targets)} of {len(document['all_targets'])} targets (--targets); "
+                         f"leaves out {', '.join(left_out[:20])}{' ...' if len(left_out) > 20 else ''}: alone it "
+                         "clears no test (select: map-subset)")
+            document["notes"] = notes
+    mapformat.fail_closed(document, _why_no_evidence(objects, errors))
     if problems:
         document["incomplete"] = True
         document["objects"] = []
@@ -204,10 +227,30 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     elif not trees or not objects:
         document["reason"] = "no compiled objects in the build tree"
     seconds = 0.0 if mapformat.source_date_epoch() is not None else round(time.perf_counter() - started, 2)
-    document["stats"] = {**mapformat.stats(objects, errors), "seconds": seconds}
+    document["stats"] = {**mapformat.stats(len(objects), document["objects"], errors, options.backend),
+                         "seconds": seconds}
     inputs = [p for t in trees for p in t.inputs]
     deps = sorted({d for t in trees for o in t.objects for d in o.deps})
     return Extraction(document, inputs, deps)
+
+
+def _why_no_evidence(objects: list[dict[str, Any]], errors: list[dict[str, Any]]) -> str | None:
+    """The reason of a map that failed closed: what is not built, per target, then what is unreadable."""
+    if not errors:
+        return None
+    totals = Counter(o["target"] for o in objects)
+    unbuilt = [e for e in errors if e["error"] == NOT_BUILT]
+    others = [e for e in errors if e["error"] != NOT_BUILT]
+    parts = []
+    if unbuilt:
+        per_target = Counter(e["target"] for e in unbuilt)
+        listed = ", ".join(f"{t}: {n} of {totals[t]}" for t, n in sorted(per_target.items(), key=lambda i: (-i[1], i[0])))
+        parts.append(f"{len(unbuilt)} of {len(objects)} objects are not built ({listed}), e.g. {unbuilt[0]['object']}")
+    if others:
+        first = others[0]
+        parts.append(f"{len(others)} object{'' if len(others) == 1 else 's'} unreadable, e.g. {first['object']}: "
+                     f"{first['error']}")
+    return "; ".join(parts)
 
 
 def _backend(objects: list[dict[str, Any]]) -> str:

@@ -1,8 +1,17 @@
-"""Issue 10's fuzz campaign: mutated inputs through every reader, with atheris (libFuzzer).
+"""Issues 10 and 22's fuzz campaign: mutated inputs through every reader, with atheris (libFuzzer).
 
     .venv/bin/pip install -e '.[fuzz]'
     .venv/bin/python bench/fuzz.py [--runs 100000] [--only objects map ...]
+    .venv/bin/python bench/fuzz.py --cli 1000       # every subcommand that reads a map or a recording
     .venv/bin/python bench/fuzz.py --make-seeds     # rebuild tests/data/fuzz (needs nvcc, clang-19)
+
+The text and JSON targets (map, jsonl, text, build_ninja) mutate with the
+structure of their format half of the time (:mod:`_mutators`: a JSON value
+swapped for another type at any path, deep nesting, huge numbers, NUL and
+lone surrogates, ``include`` cycles, very long and long-continued lines), and
+byte by byte the other half. The map and recording targets then go through
+everything a consumer does with them: load, reach, select, show's summary,
+merge and diff.
 
 Each target runs in its own process, coverage-guided from the seed corpus in
 ``tests/data/fuzz/<target>/``. A crash is any exception other than this
@@ -28,11 +37,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = ROOT / "tests" / "data" / "fuzz"
 WORK = ROOT / ".cache" / "bench" / "fuzz"
 TARGETS = ("objects", "map", "text", "jsonl", "nsys", "ninja_deps", "depfile", "build_ninja")
 RSS_LIMIT_MB = 512  # Python, atheris and the largest seed's working set stay far below
+MAX_LEN = 1 << 20  # inputs up to 1 MiB: long lines and deep nesting need room
 
 
 def _reader(target: str):  # noqa: ANN202 - returns the reader of one file, typed per target
@@ -42,13 +54,9 @@ def _reader(target: str):  # noqa: ANN202 - returns the reader of one file, type
 
         return read_kernels
     if target == "map":
-        from kernel_symbol_map.consumer.kernelmap import load
-
-        return lambda p: load(p).reach("csrc/a.cu")
+        return _consume_map
     if target in ("text", "jsonl", "nsys"):
-        from kernel_symbol_map.consumer.recordings import read
-
-        return lambda p: read([p])
+        return _consume_recording
     if target == "ninja_deps":
         from kernel_symbol_map.buildtree.ninjadeps import NinjaDeps
 
@@ -58,10 +66,62 @@ def _reader(target: str):  # noqa: ANN202 - returns the reader of one file, type
 
         return lambda p: read_depfile(p, "a.o")
     if target == "build_ninja":
-        from kernel_symbol_map.buildtree.ninjafile import read
-
-        return read
+        return _consume_manifest
     raise SystemExit(f"unknown target {target}")
+
+
+def _consume_map(path: Path) -> None:
+    """Everything a consumer does with a map."""
+    from kernel_symbol_map import mapformat
+    from kernel_symbol_map.cli.diffmaps import compare
+    from kernel_symbol_map.cli.show import summary
+    from kernel_symbol_map.consumer.canonical import Canonical
+    from kernel_symbol_map.consumer.kernelmap import kernels_named, load
+    from kernel_symbol_map.consumer.recordings import Recording
+    from kernel_symbol_map.consumer.selection import Options, StaticRules, select
+
+    kmap = load(path)
+    canonical = Canonical(path.parent, [path.parent])
+    kmap.reach("csrc/a.cu", "include/h.cuh", "$BUILD/gen/x.cu", canonical=canonical)
+    kmap.sources_for("_Z1kv")
+    kernels_named(kmap, "k")
+    rules = StaticRules.parse({"rules": [{"paths": ["csrc/**"], "tests": ["t"]}]})
+    recordings = [Recording("t", frozenset({"_Z1kv"}), True, kmap.commit, "fuzz")]
+    for whole in (False, True):
+        select([kmap, kmap], recordings, ["csrc/a.cu", "include/h.cuh"],
+               options=Options(rules=rules, whole_target=whole, canonical=canonical)).to_json()
+    summary(kmap.document, 3)
+    mapformat.merge([kmap.document, kmap.document], ["a", "b"])
+    compare(kmap, kmap)
+
+
+def _consume_recording(path: Path) -> None:
+    from kernel_symbol_map.consumer.kernelmap import KernelMap
+    from kernel_symbol_map.consumer.recordings import read_each
+    from kernel_symbol_map.consumer.selection import select
+
+    recordings, unreadable = read_each([path], "c" * 40)
+    doc = {"version": 1, "commit": "c" * 40, "cuda": "", "generated_at": "", "build_dirs": [], "incomplete": False,
+           "errors": [], "stats": {}, "objects": [{"source": "csrc/a.cu", "target": "t", "object": "a.o",
+                                                  "device": True, "symbols": ["_Z1kv"], "deps": ["csrc/a.cu"]}]}
+    selection = select(KernelMap(doc), recordings, ["csrc/a.cu"], unreadable=unreadable)
+    selection.to_json()
+    selection.summary()
+
+
+def _consume_manifest(path: Path) -> None:
+    """A build tree's build.ninja through every reader of it: statements, objects, configure inputs, custom commands."""
+    from kernel_symbol_map.buildtree import generatorfiles, ninjafile, thirdparty
+    from kernel_symbol_map.errors import BuildTreeError
+
+    ninjafile.read(path, path.parent)
+    for read in (lambda: generatorfiles.from_ninja(path.parent, "Release"),
+                 lambda: generatorfiles.configure_inputs(path.parent, "Ninja"),
+                 lambda: thirdparty.custom_compiles(path.parent, "Ninja")):
+        try:
+            read()
+        except BuildTreeError:
+            pass
 
 
 SUFFIX = {"objects": ".o", "map": ".json.gz", "text": ".txt", "jsonl": ".jsonl", "nsys": ".sqlite",
@@ -79,7 +139,9 @@ def worker(target: str, libfuzzer_args: list[str]) -> None:
     atheris.instrument_all()
 
     scratch = Path(tempfile.mkdtemp(prefix=f"ksm-fuzz-{target}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    path = scratch / f"input{SUFFIX[target]}"
+    path = scratch / ("build.ninja" if target == "build_ninja" else f"input{SUFFIX[target]}")
+
+    from _mutators import MUTATORS
 
     def one_input(data: bytes) -> None:
         if target == "map":  # mutate the JSON, not only gzip's framing
@@ -92,7 +154,15 @@ def worker(target: str, libfuzzer_args: list[str]) -> None:
         if target == "objects" and result.error is None and not isinstance(result.symbols, tuple):
             raise AssertionError("read_kernels returned no symbol tuple")
 
-    atheris.Setup([sys.argv[0], *libfuzzer_args], one_input)
+    structured = MUTATORS.get(target)
+
+    def mutate(data: bytes, max_size: int, seed: int) -> bytes:
+        """Half the time by the format's structure, half byte by byte (libFuzzer's own mutations)."""
+        if structured is not None and seed % 2:
+            return structured(data, seed)[:max_size]
+        return atheris.Mutate(data, max_size)
+
+    atheris.Setup([sys.argv[0], *libfuzzer_args], one_input, custom_mutator=mutate)
     atheris.Fuzz()
 
 
@@ -103,7 +173,7 @@ def campaign(target: str, runs: int) -> dict[str, object]:
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(seeds, corpus)
     command = [sys.executable, __file__, "--worker", target, "--", str(corpus), f"-runs={runs}", "-timeout=5",
-               f"-rss_limit_mb={RSS_LIMIT_MB}", "-max_len=65536", "-print_final_stats=1",
+               f"-rss_limit_mb={RSS_LIMIT_MB}", f"-max_len={MAX_LEN}", "-print_final_stats=1",
                f"-artifact_prefix={work}/", "-seed=1"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False)

@@ -176,7 +176,7 @@ def _bad_maps(tmp: Path, good: dict[str, Any]) -> dict[str, Path]:
         "not a gzip file": b"{}",
         "not JSON": gzip.compress(b"{not json"),
         "unknown map version 2": gzip.compress(json.dumps(dict(good, version=2)).encode()),
-        "field 'objects' is missing or of the wrong type": gzip.compress(json.dumps(dict(good, objects={})).encode()),
+        "objects: expected a list, not an object": gzip.compress(json.dumps(dict(good, objects={})).encode()),
     }
     paths = {}
     for reason, data in maps.items():

@@ -370,8 +370,10 @@ def _from_wheel(wheel: Path) -> tuple[bytes, str]:
                 raise MapNotFound(f"{wheel}: the wheel ships no {MAP_NAME}")
             if len(members) > 1:
                 raise MapError(f"{wheel}: holds {len(members)} {MAP_NAME} files, expected one")
+            if z.getinfo(members[0]).file_size > mapformat.MAX_JSON:  # the map is gzip: far smaller than its JSON
+                raise MapError(f"{wheel}!{members[0]}: larger than any map")
             return z.read(members[0]), f"{wheel}!{members[0]}"
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise MapError(f"{wheel}: not a readable wheel ({e})") from None
 
 

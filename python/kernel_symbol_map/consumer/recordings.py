@@ -40,6 +40,7 @@ _FOOTER = regex.compile(r"^# end records=(\d+) unique=(\d+) dropped=(\d+)$")
 _DROPPED = regex.compile(r"^# dropped=(\d+)$")
 _TEST = regex.compile(r"^# test=(\S.*)$")
 _NAME = regex.compile(r"^[A-Za-z_$.][\w$.]*$")
+MAX_NAME = 1 << 16  # characters in one kernel name (C++ templates make long ones; not this long)
 
 
 @dataclass(frozen=True)
@@ -151,14 +152,15 @@ def _text(path: Path, commit: str) -> Recording:
         if not line:
             continue
         if m := _FOOTER.match(line):
-            footer = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            footer = (_count(m.group(1), path, number), _count(m.group(2), path, number),
+                      _count(m.group(3), path, number))
         elif m := _DROPPED.match(line):
-            dropped += int(m.group(1))
-        elif m := _TEST.match(line):
+            dropped += _count(m.group(1), path, number)
+        elif (m := _TEST.match(line)) and _clean(m.group(1)):
             test = m.group(1)
         elif line.startswith("#"):
             continue
-        elif _NAME.match(line):
+        elif len(line) <= MAX_NAME and _NAME.match(line):
             names.add(line)
         else:
             raise RecordingError(f"{path}:{number}: not a mangled kernel name: {line[:80]!r}")
@@ -172,6 +174,24 @@ def _text(path: Path, commit: str) -> Recording:
     return Recording(test, frozenset(names), not why, commit, str(path), why)
 
 
+def _clean(text: str) -> bool:
+    """Printable as UTF-8, and of a sane length: a name people and CI logs will read."""
+    if len(text) > MAX_NAME or "\0" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, from a JSON escape
+        return False
+    return True
+
+
+def _count(digits: str, path: Path, number: int) -> int:
+    """A count in a footer; more digits than any recorder writes is a corrupt file, not a big number."""
+    if len(digits) > 18:
+        raise RecordingError(f"{path}:{number}: a count of {len(digits)} digits")
+    return int(digits)
+
+
 def _jsonl(path: Path, default_commit: str) -> list[Recording]:
     found = []
     for number, raw in enumerate(_open(path), 1):
@@ -180,23 +200,26 @@ def _jsonl(path: Path, default_commit: str) -> list[Recording]:
         where = f"{path}:{number}"
         try:
             record = json.loads(raw)
+        except RecursionError:
+            raise RecordingError(f"{where}: JSON nested too deep to be a record") from None
         except ValueError as e:
-            raise RecordingError(f"{where}: not JSON ({e.msg})") from None
-        if not isinstance(record, dict) or not isinstance(record.get("test"), str):
-            raise RecordingError(f"{where}: a record needs a string \"test\"")
+            raise RecordingError(f"{where}: not JSON ({getattr(e, 'msg', e)})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("test"), str) or not _clean(record["test"]):
+            raise RecordingError(f"{where}: a record needs a \"test\" name (a string with no NUL or lone surrogate)")
         kernels = record.get("kernels")
         if not isinstance(kernels, list) or not all(isinstance(k, str) for k in kernels):
             raise RecordingError(f"{where}: \"kernels\" must be a list of strings")
-        bad = next((k for k in kernels if not _NAME.match(k)), None)
+        bad = next((k for k in kernels if len(k) > MAX_NAME or not _NAME.match(k)), None)
         if bad is not None:
             raise RecordingError(f"{where}: not a mangled kernel name: {bad[:80]!r}")
         complete = record.get("complete")
         if not isinstance(complete, bool):
             raise RecordingError(f"{where}: \"complete\" must be true or false")
         commit = record.get("commit", default_commit)
-        if not isinstance(commit, str):
+        if not isinstance(commit, str) or not _clean(commit):
             raise RecordingError(f"{where}: \"commit\" must be a string")
-        why = record.get("reason") if isinstance(record.get("reason"), str) else "the recorder marked it incomplete"
+        reason = record.get("reason")
+        why = reason if isinstance(reason, str) and _clean(reason) else "the recorder marked it incomplete"
         found.append(Recording(record["test"], frozenset(kernels), complete, commit, where,
                                "" if complete else why))
     return found

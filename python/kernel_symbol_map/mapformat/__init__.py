@@ -29,6 +29,7 @@ import importlib.resources
 import io
 import json
 import os
+import re
 import subprocess
 import zlib
 from collections.abc import Mapping, Sequence
@@ -38,30 +39,16 @@ from typing import Any
 
 from .. import _atomic
 from ..errors import MapError
+from .validation import VERSION, fail_closed_problems, problems
 
-VERSION = 1
+__all__ = ["VERSION", "fail_closed_problems", "problems"]  # the validator's home is .validation
+MAX_JSON = 512 << 20  # bytes of JSON one map may decompress to: a vLLM map is tens of MB
+# A NUL, or half a surrogate pair, in a JSON string: no path a file system gives (a pair is fine: U+10000 up).
+_BAD_ESCAPE = re.compile(  # re, not regex: json imports re anyway, and build's no-op path stays light
+    rb"\\u0000|\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
 COMMIT_VARIABLES = ("BUILDKITE_COMMIT", "GITHUB_SHA", "CI_COMMIT_SHA", "VLLM_BUILD_COMMIT")
-_REQUIRED: dict[str, type | tuple[type, ...]] = {
-    "version": int,
-    "commit": str,
-    "cuda": str,
-    "generated_at": str,
-    "build_dirs": list,
-    "incomplete": bool,
-    "errors": list,
-    "objects": list,
-    "stats": dict,
-}
-_OBJECT_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "source": str,
-    "target": str,
-    "object": str,
-    "device": bool,
-    "symbols": list,
-    "deps": list,
-}
-
-
 BUILD_MARKER = "$BUILD"  # a path inside the i-th build folder: "$BUILD/gen/x.cu", "$BUILD1/..." for i >= 1
 
 
@@ -308,13 +295,31 @@ def decode(path: Path) -> Any:
 
 
 def decode_bytes(raw: bytes, where: str) -> Any:
-    """The gzipped JSON in ``raw`` (read from ``where``), not yet validated."""
+    """The gzipped JSON in ``raw`` (read from ``where``), not yet validated; bounded in size and depth."""
+    inflate = zlib.decompressobj(wbits=31)  # gzip
     try:
-        text = gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error):
+        text = inflate.decompress(raw, MAX_JSON)
+        if inflate.unconsumed_tail:
+            raise MapError(f"{where}: decompresses to more than {MAX_JSON >> 20} MiB: not a map")
+        while inflate.eof and inflate.unused_data:  # concatenated gzip members, as gzip.decompress allows
+            raw, inflate = inflate.unused_data, zlib.decompressobj(wbits=31)
+            text += inflate.decompress(raw, MAX_JSON - len(text))
+            if inflate.unconsumed_tail:
+                raise MapError(f"{where}: decompresses to more than {MAX_JSON >> 20} MiB: not a map")
+        if not inflate.eof:
+            raise zlib.error("truncated")
+    except zlib.error:
         raise MapError(f"{where}: not a gzip file") from None
+    bad = _BAD_ESCAPE.search(text)
+    if bad is not None:
+        raise MapError(f"{where}: a string holds a NUL or half a surrogate pair ({bad.group().decode()} at byte "
+                       f"{bad.start()}): no file system path is spelled so")
     try:
-        return json.loads(text)
+        return json.loads(text.decode("utf-8"))  # strict: json.loads(bytes) would let raw surrogates through
+    except UnicodeDecodeError as e:
+        raise MapError(f"{where}: not UTF-8 (at byte {e.start})") from None
+    except RecursionError:
+        raise MapError(f"{where}: JSON nested too deep to be a map") from None
     except ValueError as e:
         raise MapError(f"{where}: not JSON ({e})") from None
 
@@ -325,64 +330,6 @@ def validate(document: Any, where: str) -> None:
     if found:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise MapError(f"{where}: {found[0]}{more}")
-
-
-def problems(document: Any) -> list[str]:
-    """Every way ``document`` breaks version 1's rules: types, then the schema's conditional rules.
-
-    The one validator that ``load``, ``select`` and ``validate`` share. The
-    conditional rules are the fail-closed contract, also written in the JSON
-    Schema: an ``incomplete`` map has a ``reason`` and no objects; a complete
-    one has no ``errors`` and no object carrying an ``error``. A map that
-    breaks them admits it is partial, so it can never be evidence.
-    """
-    if not isinstance(document, dict):
-        return ["the map is not a JSON object"]
-    if document.get("version") != VERSION:
-        return [f"unknown map version {document.get('version')!r} (expected {VERSION})"]
-    found = [f"field {key!r} is missing or of the wrong type"
-             for key, kind in _REQUIRED.items() if not isinstance(document.get(key), kind)]
-    if found:
-        return found
-    for i, obj in enumerate(document["objects"]):
-        if not isinstance(obj, dict):
-            found.append(f"objects[{i}] is not an object")
-            continue
-        bad = [key for key, kind in _OBJECT_FIELDS.items() if not isinstance(obj.get(key), kind)]
-        found += [f"objects[{i}].{key} is missing or of the wrong type" for key in bad]
-        if not bad and not all(isinstance(s, str) for s in obj["symbols"] + obj["deps"]):
-            found.append(f"objects[{i}] has a non-string symbol or dep")
-    for key in ("reason", "backend"):
-        if key in document and not isinstance(document[key], str):
-            found.append(f"field {key!r} is not a string")
-    for key in ("only_targets", "all_targets", "configure_inputs", "excluded_targets", "third_party"):
-        value = document.get(key)
-        if value is not None and not (isinstance(value, list) and all(isinstance(t, str) for t in value)):
-            found.append(f"field {key!r} is not a list of strings")
-    links = document.get("target_links")
-    if links is not None and not (isinstance(links, dict) and all(
-            isinstance(v, list) and all(isinstance(t, str) for t in v) for v in links.values())):
-        found.append("field 'target_links' is not an object of lists of strings")
-    return found + fail_closed_problems(document)
-
-
-def fail_closed_problems(document: dict[str, Any]) -> list[str]:
-    """The schema's conditional rules: an incomplete map says why and lists no objects; a complete
-    one has no errors and no object with an error. ``KernelMap`` holds in-memory documents to them too."""
-    found = []
-    objects = document.get("objects") or []
-    if document.get("incomplete"):
-        if not isinstance(document.get("reason"), str):
-            found.append("an incomplete map must say why in 'reason'")
-        if objects:
-            found.append(f"an incomplete map must list no objects, this one lists {len(objects)}")
-    else:
-        if document.get("errors"):
-            found.append(f"a complete map must have no 'errors', this one has {len(document['errors'])}")
-        with_error = [i for i, o in enumerate(objects) if isinstance(o, dict) and "error" in o]
-        if with_error:
-            found.append(f"a complete map must have no object with an 'error', objects[{with_error[0]}] has one")
-    return found
 
 
 SCHEMA = "kernel_symbol_map.v1.schema.json"

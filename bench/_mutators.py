@@ -19,7 +19,7 @@ from typing import Any
 
 WEIRD_STRINGS = ["", "\x00", "\ud800", "\udfff", "a\x00b", "../" * 50, "$BUILD9999/x", "$BUILD", "$DEP/x",
                  "/" * 5000, "é" * 3, "\n", "_Z" + "9" * 4000, "HEAD", "c" * 40]
-WEIRD_VALUES: list[Any] = [None, True, False, 0, -1, 2**64, 10**4000 if False else 1e308, float("inf"), "x", [], {},
+WEIRD_VALUES: list[Any] = [None, True, False, 0, -1, 2**64, 1e308, float("inf"), "x", [], {},
                            [None], {"a": None}, [[[]]], "9" * 5000]
 
 

@@ -48,11 +48,53 @@ def test_replay(target: str, seed: Path, tmp_path: Path) -> None:
 
 def _replay(target: str, seed: Path, read: object, tmp_path: Path) -> None:
     for i, data in enumerate(variants(seed.read_bytes())):
-        path = tmp_path / f"{i}{fuzz.SUFFIX[target]}"
-        path.write_bytes(data)
+        path = tmp_path / str(i) / fuzz.input_name(target)
+        path.parent.mkdir()
+        path.write_bytes(fuzz.prepare(target, data))
         try:
             result = read(path)  # type: ignore[operator]
         except KernelSymbolMapError:
             continue
         if target == "objects" and i == 0 and not seed.name.startswith(("crash", "hang")):
             assert result.error is None and result.symbols, seed.name  # the seeds themselves read cleanly
+
+
+FOUND = sorted(fuzz.found())
+READ_BY_THE_CLI = [(t, p) for t, p in CASES if t in ("map", "jsonl", "text")]
+
+
+def test_every_crash_issue_22_found_is_kept() -> None:
+    """The seeds bench/fuzz.py --found writes are in the corpus as they are written."""
+    found = fuzz.found()
+    assert [n for n in FOUND if (fuzz.SEEDS / n).read_bytes() != found[n]] == []
+
+
+@pytest.mark.parametrize(("target", "seed"), READ_BY_THE_CLI, ids=[f"{t}/{p.name}" for t, p in READ_BY_THE_CLI])
+def test_cli_replay(target: str, seed: Path, tmp_path: Path) -> None:
+    """Each seed through every command that reads it: no traceback, a documented exit code, select falls back.
+
+    A seed that once crashed (crash-*, oom-*), or is malformed (bad-*), is refused with one line that
+    says why: ``ERROR`` from show, query, merge, diff and validate (exit 1),
+    and from select a fallback that runs every test it could touch (exit 0).
+    """
+    good_map, good_recording = tmp_path / "good.json.gz", tmp_path / "good.jsonl"
+    good_map.write_bytes(fuzz.prepare("map", (fuzz.SEEDS / "map" / "map.json").read_bytes()))
+    good_recording.write_bytes((fuzz.SEEDS / "jsonl" / "r.jsonl").read_bytes())
+    bad = tmp_path / "bad" / fuzz.input_name(target)
+    bad.parent.mkdir()
+    bad.write_bytes(fuzz.prepare(target, seed.read_bytes()))
+    signal.signal(signal.SIGALRM, _hang)
+    signal.alarm(60)
+    try:
+        for name, argv in fuzz.cli_cases(target, bad, good_map, good_recording, tmp_path):
+            code, output = fuzz.run_cli(argv)
+            assert fuzz.cli_problem(name, code, output) is None
+            if not seed.name.startswith(("crash", "oom", "bad")):
+                continue
+            if name.startswith("select"):
+                assert "unreadable" in output, (name, output)
+            else:  # --json prints its record on stdout first
+                lines = output.splitlines()
+                assert code == 1 and [x for x in lines if x.startswith("ERROR ")] == lines[-1:], (name, output)
+    finally:
+        signal.alarm(0)

@@ -53,6 +53,8 @@ def _logical_lines(text: str, path: Path) -> list[tuple[int, str]]:
             start = number
             if not raw.strip() or raw.lstrip().startswith("#"):
                 continue
+        else:
+            raw = raw.lstrip(" ")  # as ninja: a continued line's leading spaces are not part of it
         size += len(raw)
         if size > MAX_LINE:
             raise BuildTreeError(f"{path}:{start}: a line longer than {MAX_LINE >> 20} MiB")

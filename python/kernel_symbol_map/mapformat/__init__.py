@@ -43,6 +43,8 @@ from .validation import VERSION, fail_closed_problems, problems
 
 __all__ = ["VERSION", "fail_closed_problems", "problems"]  # the validator's home is .validation
 MAX_JSON = 512 << 20  # bytes of JSON one map may decompress to: a vLLM map is tens of MB
+MAX_RATIO = 256  # JSON bytes per gzip byte: maps build writes measure 20-130x; deflate can reach 1032x
+MIN_CONTAINER_BYTES = 16  # JSON bytes per '{' or '[' at least: a map's smallest object record holds 80 for 3
 # A NUL, or half a surrogate pair, in a JSON string: no path a file system gives (a pair is fine: U+10000 up).
 _BAD_ESCAPE = re.compile(  # re, not regex: json imports re anyway, and build's no-op path stays light
     rb"\\u0000|\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
@@ -295,25 +297,21 @@ def decode(path: Path) -> Any:
 
 
 def decode_bytes(raw: bytes, where: str) -> Any:
-    """The gzipped JSON in ``raw`` (read from ``where``), not yet validated; bounded in size and depth."""
-    inflate = zlib.decompressobj(wbits=31)  # gzip
-    try:
-        text = inflate.decompress(raw, MAX_JSON)
-        if inflate.unconsumed_tail:
-            raise MapError(f"{where}: decompresses to more than {MAX_JSON >> 20} MiB: not a map")
-        while inflate.eof and inflate.unused_data:  # concatenated gzip members, as gzip.decompress allows
-            raw, inflate = inflate.unused_data, zlib.decompressobj(wbits=31)
-            text += inflate.decompress(raw, MAX_JSON - len(text))
-            if inflate.unconsumed_tail:
-                raise MapError(f"{where}: decompresses to more than {MAX_JSON >> 20} MiB: not a map")
-        if not inflate.eof:
-            raise zlib.error("truncated")
-    except zlib.error:
-        raise MapError(f"{where}: not a gzip file") from None
+    """The gzipped JSON in ``raw`` (read from ``where``), not yet validated; bounded in size, shape and depth.
+
+    Memory stays proportional to the JSON: it inflates to at most
+    :data:`MAX_RATIO` times the gzip (and :data:`MAX_JSON`), and JSON with more
+    containers than a map has is refused before it is parsed (an empty ``{}``
+    costs Python 64 bytes for its 2).
+    """
+    text = _inflate(raw, where, min(MAX_JSON, MAX_RATIO * len(raw) + (1 << 20)))
     bad = _BAD_ESCAPE.search(text)
     if bad is not None:
         raise MapError(f"{where}: a string holds a NUL or half a surrogate pair ({bad.group().decode()} at byte "
                        f"{bad.start()}): no file system path is spelled so")
+    if text.count(b"{") + text.count(b"[") > len(text) // MIN_CONTAINER_BYTES + 64:
+        raise MapError(f"{where}: more JSON objects and lists than a map has (one per {MIN_CONTAINER_BYTES} bytes "
+                       "at most): not a map")
     try:
         return json.loads(text.decode("utf-8"))  # strict: json.loads(bytes) would let raw surrogates through
     except UnicodeDecodeError as e:
@@ -322,6 +320,27 @@ def decode_bytes(raw: bytes, where: str) -> Any:
         raise MapError(f"{where}: JSON nested too deep to be a map") from None
     except ValueError as e:
         raise MapError(f"{where}: not JSON ({e})") from None
+
+
+def _inflate(raw: bytes, where: str, limit: int) -> bytes:
+    """gzip's members in ``raw``, inflated to at most ``limit`` bytes, which is an error."""
+    too_big = MapError(f"{where}: decompresses to more than {limit >> 20} MiB "
+                       f"({MAX_RATIO}x its size, {MAX_JSON >> 20} MiB at most): not a map")
+    text = b""
+    try:
+        while raw:  # concatenated gzip members, as gzip.decompress allows
+            inflate = zlib.decompressobj(wbits=31)
+            text += inflate.decompress(raw, limit - len(text) + 1)
+            if len(text) > limit or inflate.unconsumed_tail:
+                raise too_big
+            if not inflate.eof:
+                raise zlib.error("truncated")
+            raw = inflate.unused_data
+    except zlib.error:
+        raise MapError(f"{where}: not a gzip file") from None
+    if not text:
+        raise MapError(f"{where}: not a gzip file")
+    return text
 
 
 def validate(document: Any, where: str) -> None:

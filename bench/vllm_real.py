@@ -92,7 +92,7 @@ def sdist(work: Path) -> Path:
     source = work / f"vllm-{VERSION}"
     if source.is_dir():
         return source
-    index = f"https://pypi.org/simple/vllm/"
+    index = "https://pypi.org/simple/vllm/"
     request = urllib.request.Request(index, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     with urllib.request.urlopen(request, timeout=120) as r:
         files = json.load(r)["files"]

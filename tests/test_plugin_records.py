@@ -11,7 +11,6 @@ recorded kernels: a test whose record is incomplete must still run.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest

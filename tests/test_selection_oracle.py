@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -177,7 +176,7 @@ def cuda_tree(tmp_path_factory: pytest.TempPathFactory) -> Tree:
     """tests/projects/oracle with nvcc, Ninja and CMake 3.25, mapped by the CMake package and by hand."""
     cmake = next((c for c in projects.cmakes() if c.label == "3.25"), None)
     require(cmake, "system CMake 3.25")
-    nvcc = require(toolchains.nvcc(), "nvcc")
+    require(toolchains.nvcc(), "nvcc")
     where = tmp_path_factory.mktemp("oracle-cuda")
     tree = Tree(where, cmake)
     shutil.copytree(projects.PROJECTS / "oracle", tree.src)

@@ -197,26 +197,43 @@ def test_a_logical_line_is_bounded_and_named_by_its_first_line(tmp_path: Path,
 
 
 def test_a_line_continued_many_times_is_one_statement(tmp_path: Path) -> None:
-    root = _manifests(tmp_path, {"build.ninja": "build a.o: r" + " x $\n" * 200_000 + " y\n  FLAGS = -O2\n"})
+    root = _manifests(tmp_path, {"build.ninja": "build a.o: r" + " x $\n" * 200_000 + " y | z || w\n  FLAGS = -O2\n"})
     (statement,) = ninjafile.read(root)
-    assert len(statement.inputs) == 200_001 and statement.bindings == {"FLAGS": "-O2"}
+    assert (len(statement.inputs), statement.implicit, statement.order_only) == (200_001, ("z",), ("w",))
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("build a.o: r\n\n  no equals sign\n", r"build\.ninja:3: an indented line that is not 'name = value'"),
     ("build a.o r\n", r"build\.ninja:1: a build statement without ':'"),
     ("build : r\n", r"build\.ninja:1: a build statement without outputs or rule"),
-    ("\n\ninclude a\0b\n", r"build\.ninja:3: include of nothing"),
+    ("\n\ninclude a\0b\n", r"build\.ninja:3: a control character \('\\x00'\): not a manifest"),
+    ("build a.o: r $\n  b\ninclude $\n\n", r"build\.ninja:3: include of nothing"),
+    ("build a.o: r\n# a comment $\n  X = 1\nbuild b.o: r c$", r"build\.ninja:4: a line ends in a lone '\$'"),
 ])
 def test_a_bad_manifest_line_is_named(text: str, message: str, tmp_path: Path) -> None:
     with pytest.raises(BuildTreeError, match=message):
         ninjafile.read(_manifests(tmp_path, {"build.ninja": text}))
 
 
+def test_find_follows_includes_as_multi_config_writes_them(tmp_path: Path) -> None:
+    """Ninja Multi-Config's RERUN_CMAKE lives in CMakeFiles/common.ninja, two includes down."""
+    root = _manifests(tmp_path, {
+        "build.ninja": "build all: phony x\ninclude CMakeFiles/impl-Debug.ninja\n",
+        "CMakeFiles/impl-Debug.ninja": "build x: CXX_COMPILER y\ninclude CMakeFiles/common.ninja\n",
+        "CMakeFiles/common.ninja": "rule RERUN_CMAKE\n  command = cmake\n"
+                                   "build build.ninja: RERUN_CMAKE | a$ b/CMakeLists.txt $\n  c.cmake\n"})
+    statement = ninjafile.find(root, "RERUN_CMAKE")
+    assert statement is not None and statement.implicit == ("a b/CMakeLists.txt", "c.cmake")
+    assert ninjafile.find(root, "RERUN") is None  # a whole rule name, not a prefix
+    (tmp_path / "CMakeFiles/impl-Debug.ninja").write_text("include CMakeFiles/impl-Debug.ninja\n")
+    with pytest.raises(BuildTreeError, match="a cycle"):
+        ninjafile.find(root, "RERUN_CMAKE")
+
+
 def test_escapes_are_undone(tmp_path: Path) -> None:
-    root = _manifests(tmp_path, {"build.ninja": "build a$ b.o a$:c.o: r $$x d$\n  e $\n    f\n"})
+    root = _manifests(tmp_path, {"build.ninja": "build a$ b.o a$:c.o | i: r $$x d$\n  e $\n    f g:h |@ v || o | j\n"})
     (statement,) = ninjafile.read(root)
-    assert statement.outputs == ("a b.o", "a:c.o") and statement.inputs == ("$x", "de", "f")
+    assert statement.outputs == ("a b.o", "a:c.o", "i") and statement.rule == "r"
+    assert (statement.inputs, statement.implicit, statement.order_only) == (("$x", "d", "e", "f", "g:h"), ("j",), ("o",))
 
 
 # -- recordings ---------------------------------------------------------------------------------

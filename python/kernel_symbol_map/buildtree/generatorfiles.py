@@ -42,7 +42,7 @@ _MAKE_VARIABLE = regex.compile(r"^(\w+) = (.*)$", regex.M)
 _MAKE_REFERENCE = regex.compile(r"\$\((\w+)\)")
 _MAKE_DEPENDS = regex.compile(r"set\(CMAKE_MAKEFILE_DEPENDS\s+(.*?)\)", regex.S)
 _QUOTED = regex.compile(r'"((?:[^"\\]|\\.)*)"')
-RERUN = ": RERUN_CMAKE"
+RERUN = "RERUN_CMAKE"
 
 
 @dataclass(frozen=True)
@@ -177,19 +177,9 @@ def configure_inputs(build_dir: Path, generator: str) -> tuple[Path, ...]:
     """
     if "Ninja" in generator:
         path = build_dir / "build.ninja"
-        text = _read(path)
-        at = text.find(RERUN)
-        if at < 0:
-            raise BuildTreeError(f"{path}: no RERUN_CMAKE statement")
-        start = text.rfind("\n", 0, at) + 1
-        end = at
-        while True:  # the statement's logical line: `$` continuations joined
-            end = text.find("\n", end)
-            if end < 0 or not text[:end].endswith("$"):
-                break
-            end += 1
-        line = text[start : end if end >= 0 else len(text)].replace("$\n", " ")
-        statement = ninjafile.parse_build(line, f"{path}:{text.count(chr(10), 0, start) + 1}")
+        statement = ninjafile.find(path, RERUN, build_dir)  # Multi-Config: in an included common.ninja
+        if statement is None:
+            raise BuildTreeError(f"{path}: no RERUN_CMAKE statement, in it or the files it includes")
         names = statement.inputs + statement.implicit
     elif generator == "Unix Makefiles":
         path = build_dir / "CMakeFiles" / "Makefile.cmake"

@@ -2,165 +2,149 @@
 
 Written by hand: PyPI has ``ninja_syntax`` to write manifests, but no kept
 library reads them. Only what a CMake-written manifest uses is read:
-``build OUTS [| IMPLICIT_OUTS]: RULE INS [| IMPLICIT] [|| ORDER_ONLY]``,
-its indented ``name = value`` bindings, ``$``-escapes (``$ ``, ``$:``,
+``build OUTS [| IMPLICIT_OUTS]: RULE INS [| IMPLICIT] [|| ORDER_ONLY]``
+(not its indented bindings: nothing here needs them), ``$``-escapes (``$ ``, ``$:``,
 ``$$``, ``$\\n``) and ``include``/``subninja`` of further files. Variables
 are not expanded: CMake writes paths literally. Anything else that does not
 parse is a :class:`BuildTreeError` naming the file and line.
 
 Bounded whatever the input: a file that includes itself (directly or not),
 includes nested deeper than :data:`MAX_DEPTH`, more than :data:`MAX_FILES`
-files or a logical line longer than :data:`MAX_LINE` are errors, and the
-work is linear in the input's size.
+files or a logical line longer than :data:`MAX_LINE` are errors. The work is
+linear in the input's size, and most of it runs at C speed: escapes and
+continuations become one-character markers in a few passes over the whole
+file (a manifest holds no control characters, so none is taken for a
+marker), and only the lines this model reads reach Python.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from itertools import islice
 from pathlib import Path
-
-import regex
+from typing import NamedTuple
 
 from ..errors import BuildTreeError
 
 
-@dataclass(frozen=True)
-class BuildStatement:
+class BuildStatement(NamedTuple):  # a NamedTuple: made at C speed, a million times for a large manifest
     outputs: tuple[str, ...]
     rule: str
     inputs: tuple[str, ...]  # explicit inputs
     implicit: tuple[str, ...] = ()
     order_only: tuple[str, ...] = ()
-    bindings: dict[str, str] = field(default_factory=dict)
 
 
 MAX_DEPTH = 16  # include/subninja nesting (CMake writes 2 levels)
 MAX_FILES = 4096  # manifests read for one build tree
 MAX_LINE = 64 << 20  # characters in one logical line (a link of every object of a large tree fits)
 
+# Markers for what escapes and continuations stand for: NUL for a joined continuation (`$\n`), then
+# `$$`, `$ ` and `$:`. Marked by str.replace, whose memory is the text's: re.sub holds a piece per match.
+_JOINED, _DOLLAR, _SPACE, _COLON = "\0", "\x01", "\x02", "\x03"
+_MARKERS = (_JOINED, _DOLLAR, _SPACE, _COLON)
+_CONTROL = re.compile(r"[\x00-\x03]")
+_COMMENT_DOLLAR = re.compile(r"^[ \t]*#[^\n]*\$$", re.MULTILINE)  # a comment's last `$` continues nothing
+_READ = re.compile(r"^(?:build|include|subninja) [^\n]*", re.MULTILINE)  # the lines this model reads
+_INCLUDE = re.compile(r"^(?:include|subninja) [^\n]*", re.MULTILINE)
+_UNMARK = str.maketrans({_DOLLAR: "$", _SPACE: " ", _COLON: ":"})
 
-def _logical_lines(text: str, path: Path) -> list[tuple[int, str]]:
-    """(first line number, line) with ``$\\n`` continuations joined; comments and blank lines dropped.
 
-    The pieces of a continued line are joined once at its end: linear, however
-    many lines it spans.
+def _marked(text: str, path: Path) -> str:
+    """``text`` with escapes marked and continuations joined; lines keep their numbers (a joined line's
+    NUL markers count the lines it took)."""
+    control = _CONTROL.search(text) if any(c in text for c in _MARKERS) else None
+    if control is not None:
+        line = text.count("\n", 0, control.start()) + 1
+        raise BuildTreeError(f"{path}:{line}: a control character ({control.group()!r}): not a manifest")
+    if "$\n" in text:
+        text = _COMMENT_DOLLAR.sub("", text)
+    text = text.replace("$$", _DOLLAR)  # then every `$` before a newline continues
+    return text.replace("$\n", _JOINED).replace("$ ", _SPACE).replace("$:", _COLON)
+
+
+def _tokens(text: str) -> list[str]:
+    """Whitespace-separated paths of marked text, escapes undone (``$x`` references kept as written).
+
+    A continued line's leading spaces separate paths, as they follow the
+    ``" $"`` every generator ends a continued line with; ninja itself would
+    glue ``a$\\n  b`` into ``ab``, which no generator writes.
     """
-    out: list[tuple[int, str]] = []
-    pending: list[str] = []
-    size, start = 0, 0
-    for number, raw in enumerate(text.split("\n"), 1):
-        if not pending:
-            start = number
-            if not raw.strip() or raw.lstrip().startswith("#"):
-                continue
-        else:
-            raw = raw.lstrip(" ")  # as ninja: a continued line's leading spaces are not part of it
-        size += len(raw)
-        if size > MAX_LINE:
-            raise BuildTreeError(f"{path}:{start}: a line longer than {MAX_LINE >> 20} MiB")
-        # a line ends in a continuation when it ends in an odd run of `$`
-        run = len(raw) - len(raw.rstrip("$"))
-        if run % 2:
-            pending.append(raw[:-1])
-            continue
-        pending.append(raw)
-        out.append((start, "".join(pending)))
-        pending, size = [], 0
-    if pending:
-        out.append((start, "".join(pending)))
-    return out
-
-
-_MARKERS = "\x01\x02\x03\x04"
-_UNMARK = str.maketrans({"\x01": "$", "\x02": " ", "\x03": ":", "\x04": "\n"})
-_SEPARATORS = regex.compile(r"( +|:)")
-
-
-def _split(text: str, where: str) -> list[str]:
-    """Whitespace-separated paths with ``$`` escapes undone; ``|``, ``||`` and ``:`` kept as tokens."""
-    if "$" not in text:  # the common case, at C speed: nothing is escaped, so the first ':' separates
-        head, colon, tail = text.partition(":")
-        return head.split() + ([":"] if colon else []) + tail.split()
-    if not any(marker in text for marker in _MARKERS):  # escapes swapped for markers: still at C speed
-        marked = text.replace("$$", "\x01").replace("$ ", "\x02").replace("$:", "\x03").replace("$\n", "\x04")
-        if marked.endswith("$"):
-            raise BuildTreeError(f"{where}: a line ends in a lone '$'")
-        return [t.translate(_UNMARK) for t in _SEPARATORS.split(marked) if t and not t.isspace()]
-    tokens: list[str] = []
-    current: list[str] = []
-    i, n = 0, len(text)
-
-    def flush() -> None:
-        if current:
-            tokens.append("".join(current))
-            current.clear()
-
-    while i < n:
-        c = text[i]
-        if c == "$":
-            if i + 1 >= n:
-                raise BuildTreeError(f"{where}: a line ends in a lone '$'")
-            nxt = text[i + 1]
-            if nxt in " :$\n":
-                current.append(nxt)
-                i += 2
-                continue
-            current.append(c)  # a variable reference: kept as written
-            i += 1
-        elif c == " ":
-            flush()
-            i += 1
-        elif c == ":" and not current:
-            tokens.append(":")
-            i += 1
-        elif c == ":":
-            flush()
-            tokens.append(":")
-            i += 1
-        else:
-            current.append(c)
-            i += 1
-    flush()
+    tokens = (text.replace(_JOINED, "") if _JOINED in text else text).split()
+    if _DOLLAR in text or _SPACE in text or _COLON in text:
+        return [t.translate(_UNMARK) for t in tokens]
     return tokens
 
 
-def parse_build(line: str, where: str) -> BuildStatement:
-    """One ``build ...`` line (continuations joined), for readers that look for a single statement."""
-    return _statement(line, where)
+class _Bad(Exception):
+    """A line that does not parse; the reader adds its file and line number."""
 
 
-def _statement(line: str, where: str) -> BuildStatement:
-    tokens = _split(line[len("build "):], where)
-    if ":" not in tokens:
-        raise BuildTreeError(f"{where}: a build statement without ':'")
-    colon = tokens.index(":")
-    outputs = [t for t in tokens[:colon] if t != "|"]
-    rest = tokens[colon + 1:]
+def _logical(line: str) -> str:
+    if len(line) > MAX_LINE:
+        raise _Bad(f"a line longer than {MAX_LINE >> 20} MiB")
+    if line.endswith("$"):  # every `$` before a newline was a continuation: this one ends the file
+        raise _Bad("a line ends in a lone '$'")
+    return line
+
+
+_GROUPS = {"|": 1, "||": 2, "|@": 3}  # implicit inputs, order-only inputs, validations (not inputs)
+
+
+def _statement(line: str) -> BuildStatement:
+    """A marked ``build`` line: its first ``:`` is unescaped, so it ends the outputs."""
+    head, colon, tail = line.partition(":")
+    if not colon:
+        raise _Bad("a build statement without ':'")
+    tokens = str.split if line.isprintable() else _tokens  # printable: no marker, the common case
+    outputs = tokens(head)[1:]  # after "build"
+    rest = tokens(tail)
+    if "|" in outputs:
+        outputs = [t for t in outputs if t != "|"]
     if not rest or not outputs:
-        raise BuildTreeError(f"{where}: a build statement without outputs or rule")
-    rule, rest = rest[0], rest[1:]
-    groups: list[list[str]] = [[], [], []]
-    kind = 0
-    for t in rest:
-        if t == "|":
-            kind = 1
-        elif t == "||":
-            kind = 2
-        elif t == "|@":  # validations: not inputs
-            kind = 3
-        elif kind < 3:
-            groups[kind].append(t)
-    return BuildStatement(tuple(outputs), rule, tuple(groups[0]), tuple(groups[1]), tuple(groups[2]))
+        raise _Bad("a build statement without outputs or rule")
+    if "|" not in tail:  # no implicit or order-only inputs: at C speed
+        return BuildStatement(tuple(outputs), rest[0], tuple(islice(rest, 1, None)))
+    groups: list[tuple[str, ...]] = [(), (), (), ()]
+    kind, start = 0, 1  # rest[0] is the rule
+    for at in [at for at, t in enumerate(rest) if t in _GROUPS]:
+        groups[kind] += tuple(islice(rest, start, at))  # islice: no copy of a long line's list on the way
+        kind, start = _GROUPS[rest[at]], at + 1
+    groups[kind] += tuple(islice(rest, start, None))
+    return BuildStatement(tuple(outputs), rest[0], *groups[:3])
 
 
 def read(path: Path, base: Path | None = None) -> list[BuildStatement]:
-    """Every build statement of ``path`` and the files it includes (relative to ``base``, the build dir)."""
+    """Every build statement of ``path`` and the files it includes (relative to ``base``, the build dir),
+    in the order ninja reads them."""
     statements: list[BuildStatement] = []
     _read(path, base or path.parent, statements, [], {"files": 0})
     return statements
 
 
-def _read(path: Path, base: Path, statements: list[BuildStatement], stack: list[Path], count: dict[str, int]) -> None:
+def find(path: Path, rule: str, base: Path | None = None) -> BuildStatement | None:
+    """The first build statement of ``rule`` in ``path`` or the files it includes, for readers that need one
+    (``RERUN_CMAKE``): each file is searched whole at C speed before its includes are followed, so the
+    manifest's other statements are never parsed."""
+    pattern = re.compile(rf"^build [^\n:]*: {re.escape(rule)}(?: [^\n]*)?$", re.MULTILINE)
+    return _find(path, base or path.parent, pattern, [], {"files": 0})
+
+
+def _find(path: Path, base: Path, pattern: re.Pattern[str], stack: list[Path],
+          count: dict[str, int]) -> BuildStatement | None:
+    text = _manifest(path, stack, count)
+    found = pattern.search(text)
+    if found is not None:
+        return _parsed(path, text, found)
+    for include in _INCLUDE.finditer(text):
+        statement = _find(base / _included(path, text, include), base, pattern, [*stack, path.resolve()], count)
+        if statement is not None:
+            return statement
+    return None
+
+
+def _manifest(path: Path, stack: list[Path], count: dict[str, int]) -> str:
+    """``path``'s marked text, once the include bounds are checked."""
     real = path.resolve()
     if real in stack:
         raise BuildTreeError(f"{stack[-1]}: includes {path}, which includes it back (a cycle)")
@@ -170,26 +154,39 @@ def _read(path: Path, base: Path, statements: list[BuildStatement], stack: list[
     if count["files"] > MAX_FILES:
         raise BuildTreeError(f"{path}: more than {MAX_FILES} manifests included")
     try:
-        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        return _marked(path.read_text(encoding="utf-8", errors="surrogateescape"), path)
     except (OSError, ValueError) as e:
         raise BuildTreeError(f"{path}: {getattr(e, 'strerror', None) or e}") from None
-    current: BuildStatement | None = None
-    for number, line in _logical_lines(text, path):
-        where = f"{path}:{number}"
-        if line.startswith((" ", "\t")):
-            if current is not None:
-                name, eq, value = line.strip().partition("=")
-                if not eq:
-                    raise BuildTreeError(f"{where}: an indented line that is not 'name = value'")
-                current.bindings[name.strip()] = value.strip()
-            continue
-        current = None
-        if line.startswith("build "):
-            current = _statement(line, where)
-            statements.append(current)
-        elif line.startswith(("include ", "subninja ")):
-            (name,) = _split(line.split(" ", 1)[1].strip(), where)[:1] or [""]
-            if not name or "\0" in name:
-                raise BuildTreeError(f"{where}: include of nothing")
-            _read(base / name, base, statements, [*stack, real], count)
-        # rule, pool, default and top-level bindings carry nothing this model needs
+
+
+def _read(path: Path, base: Path, statements: list[BuildStatement], stack: list[Path], count: dict[str, int]) -> None:
+    text = _manifest(path, stack, count)
+    for found in _READ.finditer(text):
+        if found.group().startswith("build "):
+            statements.append(_parsed(path, text, found))
+        else:
+            _read(base / _included(path, text, found), base, statements, [*stack, path.resolve()], count)
+    # rule, pool, default and bindings carry nothing this model needs
+
+
+def _parsed(path: Path, text: str, found: re.Match[str]) -> BuildStatement:
+    try:
+        return _statement(_logical(found.group()))
+    except _Bad as e:
+        raise BuildTreeError(f"{_where(path, text, found.start())}: {e}") from None
+
+
+def _included(path: Path, text: str, found: re.Match[str]) -> str:
+    """The file an ``include``/``subninja`` line names."""
+    try:
+        (name,) = _tokens(_logical(found.group()).split(" ", 1)[1])[:1] or [""]
+        if not name:
+            raise _Bad("include of nothing")
+    except _Bad as e:
+        raise BuildTreeError(f"{_where(path, text, found.start())}: {e}") from None
+    return name
+
+
+def _where(path: Path, marked: str, at: int) -> str:
+    """``path:line`` of offset ``at`` of the marked text: counted only for an error message."""
+    return f"{path}:{marked.count(chr(10), 0, at) + marked.count(_JOINED, 0, at) + 1}"

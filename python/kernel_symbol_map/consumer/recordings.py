@@ -25,9 +25,11 @@ file and says which tests it would have covered.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+import string
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,34 +138,44 @@ def merge(recordings: list[Recording]) -> list[Recording]:
 
 
 def _open(path: Path) -> list[str]:
+    return _read(path).splitlines()
+
+
+def _read(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise RecordingError(f"{path}: not UTF-8 text") from None
     except OSError as e:
         raise RecordingError(f"{path}: {e.strerror or e}") from None
 
 
+# A text recording at C speed, whatever its size: its comment lines (few) are read one by one; the rest,
+# one name a line, is checked by whole-text passes for anything _NAME refuses, then split.
+_COMMENT_LINE = regex.compile(r"^[^\S\n]*+(#[^\n]*)", regex.MULTILINE)
+_TWO_WORDS = re.compile(r"\S[^\S\n]+\S")
+_LINE_SPACES = " \t\r\f\v\x1c\x1d\x1e\x1f"  # the ASCII whitespace str.split splits at, but for "\n"
+_BAD_FIRST = re.compile(r"[ \t\r\f\v]*+[^A-Za-z_$.\s]")  # a line that starts as no name does: the first,
+_BAD_START = re.compile(r"\n[ \t\r\f\v]*+[^A-Za-z_$.\s]")  # and any other (found from its "\n", to search fast)
+_NAME_CHARACTERS = str.maketrans("", "", string.ascii_letters + string.digits + "_$." + string.whitespace)
+
+
 def _text(path: Path, commit: str) -> Recording:
-    names: set[str] = set()
+    text = _read(path)
+
+    def where(at: int) -> str:  # a line number, counted only for an error
+        return f"{path}:{text.count(chr(10), 0, at) + 1}"
+
+    names = _names(_COMMENT_LINE.sub("", text), path)  # blanked comments keep their lines
     test, dropped, footer = path.stem, 0, None
-    for number, raw in enumerate(_open(path), 1):
-        line = raw.strip()
-        if not line:
-            continue
+    for comment in _COMMENT_LINE.finditer(text):
+        line = comment.group(1).rstrip()
         if m := _FOOTER.match(line):
-            footer = (_count(m.group(1), path, number), _count(m.group(2), path, number),
-                      _count(m.group(3), path, number))
+            footer = tuple(_count(m.group(i), where, comment.start()) for i in (1, 2, 3))
         elif m := _DROPPED.match(line):
-            dropped += _count(m.group(1), path, number)
+            dropped += _count(m.group(1), where, comment.start())
         elif (m := _TEST.match(line)) and _clean(m.group(1)):
             test = m.group(1)
-        elif line.startswith("#"):
-            continue
-        elif len(line) <= MAX_NAME and _NAME.match(line):
-            names.add(line)
-        else:
-            raise RecordingError(f"{path}:{number}: not a mangled kernel name: {line[:80]!r}")
     why = ""
     if footer is None:
         why = "no end footer (the recorder did not finish)"
@@ -171,7 +183,44 @@ def _text(path: Path, commit: str) -> Recording:
         why = f"{max(footer[2], dropped)} records dropped"
     elif footer[1] != len(names):
         why = f"footer says {footer[1]} unique kernels, file has {len(names)}"
-    return Recording(test, frozenset(names), not why, commit, str(path), why)
+    return Recording(test, names, not why, commit, str(path), why)
+
+
+def _names(lines: str, path: Path) -> frozenset[str]:
+    """The names of a text recording without its comments; any other line is an error that names it."""
+    at = _first_bad(lines)
+    if at < 0:
+        names = frozenset(lines.split())
+        if max(map(len, names), default=0) <= MAX_NAME:
+            return names
+        at = lines.find(max(names, key=len))
+    start = lines.rfind("\n", 0, at) + 1
+    end = lines.find("\n", at)
+    line = lines[start : end if end >= 0 else len(lines)].strip()
+    raise RecordingError(f"{path}:{lines.count(chr(10), 0, start) + 1}: not a mangled kernel name: {line[:80]!r}")
+
+
+def _first_bad(lines: str) -> int:
+    """Where the first line of ``lines`` that is neither blank nor one name _NAME accepts goes wrong, or -1."""
+    spaced = not lines.isascii() or any(c in lines for c in _LINE_SPACES)  # else no line holds two words
+    found = [m.start() for m in (_TWO_WORDS.search(lines) if spaced else None, _BAD_FIRST.match(lines)) if m]
+    if start := _BAD_START.search(lines):
+        found.append(start.start() + 1)
+    others = lines.translate(_NAME_CHARACTERS)  # what is left: letters beyond ASCII are \w, the rest are not
+    if others and not others.isalnum():
+        found.append(lines.find(next(c for c in others if not c.isalnum())))
+    return min(found, default=-1)
+
+
+def _bad_name(names: list[str]) -> str | None:
+    """The first of ``names`` that _NAME refuses: checked as the lines of one text when they are plain
+    ASCII (each line one name, no spaces), else one by one."""
+    lines = "\n".join(names)
+    plain = lines.isascii() and lines.count("\n") == len(names) - 1 and not any(c in lines for c in _LINE_SPACES)
+    if plain and min(map(len, names), default=1) and max(map(len, names), default=0) <= MAX_NAME:
+        if _first_bad(lines) < 0:
+            return None
+    return next((n for n in names if len(n) > MAX_NAME or not _NAME.match(n)), None)
 
 
 def _clean(text: str) -> bool:
@@ -185,10 +234,10 @@ def _clean(text: str) -> bool:
     return True
 
 
-def _count(digits: str, path: Path, number: int) -> int:
+def _count(digits: str, where: Callable[[int], str], at: int) -> int:
     """A count in a footer; more digits than any recorder writes is a corrupt file, not a big number."""
     if len(digits) > 18:
-        raise RecordingError(f"{path}:{number}: a count of {len(digits)} digits")
+        raise RecordingError(f"{where(at)}: a count of {len(digits)} digits")
     return int(digits)
 
 
@@ -207,9 +256,9 @@ def _jsonl(path: Path, default_commit: str) -> list[Recording]:
         if not isinstance(record, dict) or not isinstance(record.get("test"), str) or not _clean(record["test"]):
             raise RecordingError(f"{where}: a record needs a \"test\" name (a string with no NUL or lone surrogate)")
         kernels = record.get("kernels")
-        if not isinstance(kernels, list) or not all(isinstance(k, str) for k in kernels):
+        if not isinstance(kernels, list) or not set(map(type, kernels)) <= {str}:
             raise RecordingError(f"{where}: \"kernels\" must be a list of strings")
-        bad = next((k for k in kernels if len(k) > MAX_NAME or not _NAME.match(k)), None)
+        bad = _bad_name(kernels)
         if bad is not None:
             raise RecordingError(f"{where}: not a mangled kernel name: {bad[:80]!r}")
         complete = record.get("complete")

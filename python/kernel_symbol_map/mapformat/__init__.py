@@ -47,9 +47,8 @@ MAX_RATIO = 256  # JSON bytes per gzip byte: maps build writes measure 20-130x; 
 MIN_CONTAINER_BYTES = 16  # JSON bytes per '{' or '[' at least: a map's smallest object record holds 80 for 3
 # A NUL, or half a surrogate pair, in a JSON string: no path a file system gives (a pair is fine: U+10000 up).
 _BAD_ESCAPE = re.compile(  # re, not regex: json imports re anyway, and build's no-op path stays light
-    rb"\\u0000|\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
-
+    rb"\\u(?:0000|[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"  # a NUL, a high half alone
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u)[dD][c-fC-F][0-9a-fA-F]{2})")  # a low half alone
 COMMIT_VARIABLES = ("BUILDKITE_COMMIT", "GITHUB_SHA", "CI_COMMIT_SHA", "VLLM_BUILD_COMMIT")
 BUILD_MARKER = "$BUILD"  # a path inside the i-th build folder: "$BUILD/gen/x.cu", "$BUILD1/..." for i >= 1
 

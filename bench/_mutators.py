@@ -17,6 +17,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+MAX_SIZE = 1 << 20  # the fuzz campaign's max_len
 WEIRD_STRINGS = ["", "\x00", "\ud800", "\udfff", "a\x00b", "../" * 50, "$BUILD9999/x", "$BUILD", "$DEP/x",
                  "/" * 5000, "é" * 3, "\n", "_Z" + "9" * 4000, "HEAD", "c" * 40]
 WEIRD_VALUES: list[Any] = [None, True, False, 0, -1, 2**64, 1e308, float("inf"), "x", [], {},
@@ -53,7 +54,13 @@ def _nested(depth: int, rng: random.Random) -> Any:
     return f"{NEST}{depth}:{rng.choice('[{')}"
 
 
-def mutate_json_value(doc: Any, rng: random.Random) -> Any:
+def _copies(wanted: int, each: int, room: int) -> int:
+    """``wanted`` copies of ``each`` bytes, or as many as fit in ``room``: libFuzzer cuts an input to its
+    max_len anyway, so a mutator that built more would only measure its own memory."""
+    return max(1, min(wanted, room // max(each, 1)))
+
+
+def mutate_json_value(doc: Any, rng: random.Random, room: int = MAX_SIZE) -> Any:
     path = rng.choice(_paths(doc))
     kind = rng.randrange(8)
     if kind == 0:
@@ -72,7 +79,8 @@ def mutate_json_value(doc: Any, rng: random.Random) -> Any:
             parent.pop(path[-1] if isinstance(path[-1], int) and path[-1] < len(parent) else 0)
         return doc
     if kind == 4:  # grow a list: many copies of one item
-        return _set(doc, path, [rng.choice(WEIRD_STRINGS)] * rng.choice([2, 1000, 100_000]))
+        item = rng.choice(WEIRD_STRINGS)
+        return _set(doc, path, [item] * _copies(rng.choice([2, 1000, 100_000]), len(item) + 4, room))
     if kind == 5:
         return _set(doc, path, {"error": rng.choice(WEIRD_VALUES)} if rng.random() < 0.5 else {})
     if kind == 6:
@@ -92,7 +100,7 @@ def _dumps(doc: Any, rng: random.Random) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-def json_document(data: bytes, seed: int) -> bytes:
+def json_document(data: bytes, seed: int, room: int = MAX_SIZE) -> bytes:
     """A map: one structural change somewhere in the document (the fuzz target gzips it)."""
     rng = random.Random(seed)
     try:
@@ -100,21 +108,21 @@ def json_document(data: bytes, seed: int) -> bytes:
     except (ValueError, RecursionError):
         return _raw_json(rng)
     for _ in range(rng.choice([1, 1, 2, 3])):
-        doc = mutate_json_value(doc, rng)
+        doc = mutate_json_value(doc, rng, room)
     return _dumps(doc, rng)
 
 
-def json_lines(data: bytes, seed: int) -> bytes:
+def json_lines(data: bytes, seed: int, room: int = MAX_SIZE) -> bytes:
     """JSON Lines: each line a document; one line changed, or added, or the file's lines multiplied."""
     rng = random.Random(seed)
     lines = data.split(b"\n") or [b"{}"]
     i = rng.randrange(len(lines))
     try:
-        lines[i] = _dumps(mutate_json_value(json.loads(lines[i]), rng), rng)
+        lines[i] = _dumps(mutate_json_value(json.loads(lines[i]), rng, room), rng)
     except (ValueError, RecursionError):
         lines[i] = _raw_json(rng)
     if rng.random() < 0.1:
-        lines = lines * rng.choice([2, 100])
+        lines = lines * _copies(rng.choice([2, 100]), len(data) + 1, room)
     return b"\n".join(lines)
 
 
@@ -123,7 +131,7 @@ def _raw_json(rng: random.Random) -> bytes:
                        b"[" + b"1," * 50_000 + b"1]"])
 
 
-def text_recording(data: bytes, seed: int) -> bytes:
+def text_recording(data: bytes, seed: int, room: int = MAX_SIZE) -> bytes:
     rng = random.Random(seed)
     lines = data.decode("utf-8", "replace").split("\n")
     kind = rng.randrange(5)
@@ -136,11 +144,11 @@ def text_recording(data: bytes, seed: int) -> bytes:
     elif kind == 3:
         lines.append("_Z" + "a" * rng.choice([100, 100_000]))
     else:
-        lines = lines * rng.choice([2, 1000])
+        lines = lines * _copies(rng.choice([2, 1000]), len(data) + 1, room)
     return "\n".join(lines).encode("utf-8", "surrogatepass")
 
 
-def build_ninja(data: bytes, seed: int) -> bytes:
+def build_ninja(data: bytes, seed: int, room: int = MAX_SIZE) -> bytes:
     rng = random.Random(seed)
     text = data.decode("utf-8", "surrogateescape")
     kind = rng.randrange(8)
@@ -163,6 +171,6 @@ def build_ninja(data: bytes, seed: int) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-MUTATORS: dict[str, Callable[[bytes, int], bytes]] = {
+MUTATORS: dict[str, Callable[[bytes, int, int], bytes]] = {
     "map": json_document, "jsonl": json_lines, "text": text_recording, "build_ninja": build_ninja,
 }

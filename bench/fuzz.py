@@ -169,7 +169,7 @@ def worker(target: str, libfuzzer_args: list[str]) -> None:
     def mutate(data: bytes, max_size: int, seed: int) -> bytes:
         """Half the time by the format's structure, half byte by byte (libFuzzer's own mutations)."""
         if structured is not None and seed % 2:
-            return structured(data, seed)[:max_size]
+            return structured(data, seed, max_size)[:max_size]
         return atheris.Mutate(data, max_size)
 
     atheris.Setup([sys.argv[0], *libfuzzer_args], one_input, custom_mutator=mutate)

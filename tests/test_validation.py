@@ -58,6 +58,11 @@ BAD_FIELDS = [
     (("objects", 0, "deps", 0), "x" * 5000, "objects[0].deps[0]: a string of 5000 characters"),
     (("target_links",), {"t": [1]}, "target_links.t[0]: expected a string, not a number"),
     (("unmapped_targets",), [{"target": "g"}], "unmapped_targets[0].outputs: missing"),
+    (("version",), True, "version: unknown map version True"),  # true == 1 in Python, not in a map
+    (("stats", "objects"), True, "stats.objects: expected a count, not a boolean"),
+    (("objects", 3, "archs"), ["sm_90", 9], "objects[3].archs[1]: expected a string"),  # one record's optional
+    (("objects", 3, "compiled_from"), "x" * 5000, "objects[3].compiled_from: a string of 5000 characters"),
+    (("objects", 2), ["a.o"], "objects[2]: expected an object, not a list"),
 ]
 
 
@@ -253,6 +258,27 @@ def test_bad_recordings_say_where(name: str, text: str, message: str, tmp_path: 
     path.write_text(text)
     with pytest.raises(RecordingError, match=f"{path.name}:\\d+: .*{message}"):
         read([path])
+
+
+@pytest.mark.parametrize(("line", "number"), [
+    ("_Z1kv _Z2kv", 3), ("9abc", 3), ("_Z1k(v)", 3), ("_Z1k\u00a0v", 3), ("-_Z1kv", 3),
+    ("_Z1kv\n\n\u00e9", 5), ("_Z1kv\n# a comment\n_Z2kv\t_Z3kv", 5),
+])
+def test_a_text_recording_line_that_is_no_name_is_named_by_its_number(line: str, number: int,
+                                                                       tmp_path: Path) -> None:
+    """The whole-text checks find the same first bad line the line-by-line reader did."""
+    path = tmp_path / "test_a.txt"
+    path.write_text(f"# test=t\n_Z0kv\n{line}\n_Z9kv\n")
+    with pytest.raises(RecordingError, match=f"test_a.txt:{number}: not a mangled kernel name"):
+        read([path])
+
+
+def test_a_jsonl_kernel_that_is_no_name_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    for bad in ("_Z1k v", "(x)", "_Z1k\u00a0v", ""):
+        path.write_text(json.dumps({"test": "t", "kernels": ["_Z1kv", bad], "complete": True}) + "\n")
+        with pytest.raises(RecordingError, match="r.jsonl:1: not a mangled kernel name"):
+            read([path])
 
 
 def test_a_text_recording_keeps_only_clean_test_names(tmp_path: Path) -> None:

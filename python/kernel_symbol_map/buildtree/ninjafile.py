@@ -126,21 +126,39 @@ def find(path: Path, rule: str, base: Path | None = None) -> BuildStatement | No
     """The first build statement of ``rule`` in ``path`` or the files it includes, for readers that need one
     (``RERUN_CMAKE``): each file is searched whole at C speed before its includes are followed, so the
     manifest's other statements are never parsed."""
-    pattern = re.compile(rf"^build [^\n:]*: {re.escape(rule)}(?: [^\n]*)?$", re.MULTILINE)
-    return _find(path, base or path.parent, pattern, [], {"files": 0})
+    return _find(path, base or path.parent, f": {rule}", [], {"files": 0})
 
 
-def _find(path: Path, base: Path, pattern: re.Pattern[str], stack: list[Path],
-          count: dict[str, int]) -> BuildStatement | None:
+def _find(path: Path, base: Path, needle: str, stack: list[Path], count: dict[str, int]) -> BuildStatement | None:
     text = _manifest(path, stack, count)
-    found = pattern.search(text)
-    if found is not None:
-        return _parsed(path, text, found)
-    for include in _INCLUDE.finditer(text):
-        statement = _find(base / _included(path, text, include), base, pattern, [*stack, path.resolve()], count)
+    at = text.find(needle)
+    while at >= 0:  # a build line whose first unescaped ':' is followed by the rule, as a whole word
+        start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
+        line = text[start : end if end >= 0 else len(text)]
+        after = line[at - start + len(needle) : at - start + len(needle) + 1]
+        if line.startswith("build ") and ":" not in line[: at - start] and after in ("", " "):
+            try:
+                return _statement(_logical(line))
+            except _Bad as e:
+                raise BuildTreeError(f"{_where(path, text, start)}: {e}") from None
+        at = text.find(needle, at + 1)
+    for include in _includes(text):
+        statement = _find(base / _included(path, text, include), base, needle, [*stack, path.resolve()], count)
         if statement is not None:
             return statement
     return None
+
+
+def _includes(text: str) -> list[re.Match[str]]:
+    """The ``include`` and ``subninja`` lines of marked text, in order: found by str.find, as a regex's
+    ``^`` would be tried at every offset of a large manifest."""
+    starts = [0] if text.startswith(("include ", "subninja ")) else []
+    for needle in ("\ninclude ", "\nsubninja "):
+        at = text.find(needle)
+        while at >= 0:
+            starts.append(at + 1)
+            at = text.find(needle, at + 1)
+    return [m for at in sorted(starts) if (m := _INCLUDE.match(text, at)) is not None]
 
 
 def _manifest(path: Path, stack: list[Path], count: dict[str, int]) -> str:

@@ -16,13 +16,26 @@ vLLM-sized map (a million dep strings), and this runs on every ``select``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain, repeat
 from typing import Any
 
 VERSION = 1
 MAX_PROBLEMS = 20  # stop collecting: a broken map's first problems are what a person reads
 MAX_PATH = 4096  # characters in one path or name (PATH_MAX)
 
-Check = Callable[[Any, str, list[str]], None]
+
+class Rule:
+    """A field's rule in two halves. ``sound`` answers for a whole column of values at once (every
+    object's ``source``, every dep of every object), at C speed where it can: a map that is well formed
+    is checked in a few passes, whatever the shape of its records. ``explain`` walks a column that is
+    not sound to name each problem with its JSON path; it finds one wherever ``sound`` is false."""
+
+    def __init__(self, sound: Callable[[list[Any]], bool], explain: Callable[[Any, str, list[str]], None]):
+        self.sound, self.explain = sound, explain
+
+    def check(self, value: Any, where: str, found: list[str]) -> None:
+        if not self.sound([value]):
+            self.explain(value, where, found)
 
 
 def _fail(found: list[str], where: str, what: str) -> None:
@@ -30,81 +43,122 @@ def _fail(found: list[str], where: str, what: str) -> None:
         found.append(f"{where}: {what}")
 
 
-def _string(value: Any, where: str, found: list[str]) -> None:
-    if not isinstance(value, str):
-        _fail(found, where, f"expected a string, not {_kind(value)}")
-    elif len(value) > MAX_PATH:
-        _fail(found, where, f"a string of {len(value)} characters (at most {MAX_PATH})")
+def _of_type(kind: type, test: Callable[[list[Any]], bool], what: Callable[[Any], str | None]) -> Rule:
+    """Values of exactly ``kind`` (JSON gives no subclasses) that pass ``test`` as a column."""
+    def sound(values: list[Any]) -> bool:
+        return set(map(type, values)) <= {kind} and test(values)
+
+    def explain(value: Any, where: str, found: list[str]) -> None:
+        problem = what(value)
+        if problem:
+            _fail(found, where, problem)
+    return Rule(sound, explain)
 
 
-def _text(value: Any, where: str, found: list[str]) -> None:
-    """A free-form string (a reason, a note): any length the map's size allows."""
-    if not isinstance(value, str):
-        _fail(found, where, f"expected a string, not {_kind(value)}")
+def _expected(kind: type, description: str) -> Callable[[Any], str | None]:
+    return lambda value: None if type(value) is kind else f"expected {description}, not {_kind(value)}"
 
 
-def _boolean(value: Any, where: str, found: list[str]) -> None:
-    if not isinstance(value, bool):
-        _fail(found, where, f"expected true or false, not {_kind(value)}")
+def _short_enough(values: list[str]) -> bool:
+    return max(map(len, values), default=0) <= MAX_PATH
 
 
-def _count(value: Any, where: str, found: list[str]) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != value:
-        _fail(found, where, f"expected a count, not {_kind(value)}")
+def _path(value: Any) -> str | None:
+    if type(value) is not str:
+        return f"expected a string, not {_kind(value)}"
+    return f"a string of {len(value)} characters (at most {MAX_PATH})" if len(value) > MAX_PATH else None
 
 
-def _list_of(item: Check) -> Check:
-    def check(value: Any, where: str, found: list[str]) -> None:
-        if not isinstance(value, list):
+STRING = _of_type(str, _short_enough, _path)  # a path or a name
+TEXT = _of_type(str, lambda values: True, _expected(str, "a string"))  # a reason, a note: any length
+BOOLEAN = _of_type(bool, lambda values: True, _expected(bool, "true or false"))
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) in (int, float) and value >= 0 and value == value
+
+
+COUNT = Rule(lambda values: all(map(_is_count, values)),
+             lambda value, where, found: None if _is_count(value) else
+             _fail(found, where, f"expected a count, not {_kind(value)}"))
+
+
+def _list_of(item: Rule) -> Rule:
+    def sound(values: list[Any]) -> bool:  # the items of every list of the column, as one column
+        return set(map(type, values)) <= {list} and item.sound(list(chain.from_iterable(values)))
+
+    def explain(value: Any, where: str, found: list[str]) -> None:
+        if type(value) is not list:
             _fail(found, where, f"expected a list, not {_kind(value)}")
             return
-        if item is _string:  # the hot case (deps, symbols): one C-speed pass when all is well
-            if all(type(v) is str and len(v) <= MAX_PATH for v in value):
-                return
         for i, v in enumerate(value):
-            item(v, f"{where}[{i}]", found)
+            item.check(v, f"{where}[{i}]", found)
             if len(found) >= MAX_PROBLEMS:
                 return
-    return check
+    return Rule(sound, explain)
 
 
-def _one_of(*allowed: str) -> Check:
-    def check(value: Any, where: str, found: list[str]) -> None:
-        if value not in allowed:
-            _fail(found, where, f"expected one of {', '.join(allowed)}, not {_show(value)}")
-    return check
+def _one_of(*allowed: Any) -> Rule:
+    def ok(value: Any) -> bool:  # by type too: true is not 1
+        return any(type(value) is type(a) and value == a for a in allowed)
+
+    return Rule(lambda values: all(map(ok, values)),
+                lambda value, where, found: None if ok(value) else
+                _fail(found, where, f"expected one of {', '.join(map(str, allowed))}, not {_show(value)}"))
 
 
-def _record(required: dict[str, Check], optional: dict[str, Check] | None = None) -> Check:
-    def check(value: Any, where: str, found: list[str]) -> None:
-        if not isinstance(value, dict):
+_ABSENT = object()
+
+
+def _record(required: dict[str, Rule], optional: dict[str, Rule] | None = None) -> Rule:
+    optional = optional or {}
+
+    def sound(values: list[Any]) -> bool:  # column by column: every record's "source", then "target"...
+        if not set(map(type, values)) <= {dict}:
+            return False
+        n = len(values)
+        for key, rule in required.items():
+            column = list(map(dict.get, values, repeat(key, n), repeat(_ABSENT, n)))
+            if not rule.sound(column):  # an absent field is no value any rule accepts
+                return False
+        for key in optional.keys() & set(chain.from_iterable(values)):
+            column = [v for v in map(dict.get, values, repeat(key, n), repeat(_ABSENT, n)) if v is not _ABSENT]
+            if not optional[key].sound(column):
+                return False
+        return True
+
+    def explain(value: Any, where: str, found: list[str]) -> None:
+        if type(value) is not dict:
             _fail(found, where, f"expected an object, not {_kind(value)}")
             return
-        for key, item in required.items():
+        for key, rule in required.items():
             if key not in value:
                 _fail(found, f"{where}.{key}" if where else key, "missing")
             else:
-                item(value[key], f"{where}.{key}" if where else key, found)
-        for key, item in (optional or {}).items():
+                rule.check(value[key], f"{where}.{key}" if where else key, found)
+        for key, rule in optional.items():
             if key in value:
-                item(value[key], f"{where}.{key}" if where else key, found)
-    return check
+                rule.check(value[key], f"{where}.{key}" if where else key, found)
+    return Rule(sound, explain)
 
 
-def _mapping_of(item: Check) -> Check:
-    def check(value: Any, where: str, found: list[str]) -> None:
-        if not isinstance(value, dict):
+def _mapping_of(item: Rule) -> Rule:
+    def sound(values: list[Any]) -> bool:
+        return set(map(type, values)) <= {dict} and item.sound(list(chain.from_iterable(map(dict.values, values))))
+
+    def explain(value: Any, where: str, found: list[str]) -> None:
+        if type(value) is not dict:
             _fail(found, where, f"expected an object, not {_kind(value)}")
             return
         for key, v in value.items():
-            item(v, f"{where}.{key}", found)
-    return check
+            item.check(v, f"{where}.{key}", found)
+    return Rule(sound, explain)
 
 
 def _kind(value: Any) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
              float: "a number", type(None): "null"}
-    return names.get(type(value), type(value).__name__)
+    return "missing" if value is _ABSENT else names.get(type(value), type(value).__name__)
 
 
 def _show(value: Any) -> str:
@@ -112,24 +166,24 @@ def _show(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-_STRINGS = _list_of(_string)
-ERROR = _record({"object": _string, "source": _string, "error": _text}, {"target": _string})
+STRINGS = _list_of(STRING)
+ERROR = _record({"object": STRING, "source": STRING, "error": TEXT}, {"target": STRING})
 OBJECT = _record(
-    {"source": _string, "target": _string, "object": _string, "device": _boolean, "symbols": _STRINGS,
-     "deps": _STRINGS},
-    {"error": _text, "archs": _STRINGS, "device_link": _boolean, "unity_sources": _STRINGS,
-     "compiled_from": _string, "deps_from": _one_of("cmake-scan", "device-preprocessor")},
+    {"source": STRING, "target": STRING, "object": STRING, "device": BOOLEAN, "symbols": STRINGS,
+     "deps": STRINGS},
+    {"error": TEXT, "archs": STRINGS, "device_link": BOOLEAN, "unity_sources": STRINGS,
+     "compiled_from": STRING, "deps_from": _one_of("cmake-scan", "device-preprocessor")},
 )
-UNMAPPED = _record({"target": _string, "outputs": _STRINGS, "sources": _STRINGS, "reason": _text})
+UNMAPPED = _record({"target": STRING, "outputs": STRINGS, "sources": STRINGS, "reason": TEXT})
 MAP = _record(
-    {"version": _one_of(VERSION), "commit": _string, "cuda": _string, "generated_at": _string,
-     "build_dirs": _STRINGS, "incomplete": _boolean, "errors": _list_of(ERROR), "objects": _list_of(OBJECT),
-     "stats": _mapping_of(_count)},
-    {"reason": _text, "backend": _one_of("cuda", "rocm", "mixed"), "generator": _string, "cmake_version": _string,
-     "tool": _string, "reader": _one_of("native", "cuobjdump"), "pairing": _string, "deps_from": _string,
-     "notes": _list_of(_text), "config": _string, "only_targets": _STRINGS, "all_targets": _STRINGS,
-     "excluded_targets": _STRINGS, "configure_inputs": _STRINGS, "third_party": _STRINGS,
-     "target_links": _mapping_of(_STRINGS), "unmapped_targets": _list_of(UNMAPPED)},
+    {"version": _one_of(VERSION), "commit": STRING, "cuda": STRING, "generated_at": STRING,
+     "build_dirs": STRINGS, "incomplete": BOOLEAN, "errors": _list_of(ERROR), "objects": _list_of(OBJECT),
+     "stats": _mapping_of(COUNT)},
+    {"reason": TEXT, "backend": _one_of("cuda", "rocm", "mixed"), "generator": STRING, "cmake_version": STRING,
+     "tool": STRING, "reader": _one_of("native", "cuobjdump"), "pairing": STRING, "deps_from": STRING,
+     "notes": _list_of(TEXT), "config": STRING, "only_targets": STRINGS, "all_targets": STRINGS,
+     "excluded_targets": STRINGS, "configure_inputs": STRINGS, "third_party": STRINGS,
+     "target_links": _mapping_of(STRINGS), "unmapped_targets": _list_of(UNMAPPED)},
 )
 
 
@@ -137,10 +191,10 @@ def problems(document: Any) -> list[str]:
     """Every way ``document`` breaks version 1's rules (the first :data:`MAX_PROBLEMS`), each with its path."""
     if not isinstance(document, dict):
         return [f"the map is {_kind(document)}, not a JSON object"]
-    if document.get("version") != VERSION:
+    if type(document.get("version")) is not int or document["version"] != VERSION:  # true is not 1
         return [f"version: unknown map version {_show(document.get('version'))} (expected {VERSION})"]
     found: list[str] = []
-    MAP(document, "", found)
+    MAP.check(document, "", found)
     return found or fail_closed_problems(document)
 
 

@@ -12,6 +12,7 @@ continued thousands of times, runs of ``$``, and statements without parts.
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 from collections.abc import Callable
@@ -22,6 +23,11 @@ WEIRD_STRINGS = ["", "\x00", "\ud800", "\udfff", "a\x00b", "../" * 50, "$BUILD99
                  "/" * 5000, "é" * 3, "\n", "_Z" + "9" * 4000, "HEAD", "c" * 40]
 WEIRD_VALUES: list[Any] = [None, True, False, 0, -1, 2**64, 1e308, float("inf"), "x", [], {},
                            [None], {"a": None}, [[[]]], "9" * 5000]
+
+
+def _weird(rng: random.Random) -> Any:
+    """A fresh copy: a shared list or object, once put into a document, would be mutated inside it later."""
+    return copy.deepcopy(rng.choice(WEIRD_VALUES))
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -64,7 +70,7 @@ def mutate_json_value(doc: Any, rng: random.Random, room: int = MAX_SIZE) -> Any
     path = rng.choice(_paths(doc))
     kind = rng.randrange(8)
     if kind == 0:
-        return _set(doc, path, rng.choice(WEIRD_VALUES))
+        return _set(doc, path, _weird(rng))
     if kind == 1:
         return _set(doc, path, rng.choice(WEIRD_STRINGS))
     if kind == 2:
@@ -82,10 +88,10 @@ def mutate_json_value(doc: Any, rng: random.Random, room: int = MAX_SIZE) -> Any
         item = rng.choice(WEIRD_STRINGS)
         return _set(doc, path, [item] * _copies(rng.choice([2, 1000, 100_000]), len(item) + 4, room))
     if kind == 5:
-        return _set(doc, path, {"error": rng.choice(WEIRD_VALUES)} if rng.random() < 0.5 else {})
+        return _set(doc, path, {"error": _weird(rng)} if rng.random() < 0.5 else {})
     if kind == 6:
         return _set(doc, path, rng.choice([10**18, -(10**18), 1.5, -0.0, 2**63]))
-    return _set(doc, path, [rng.choice(WEIRD_VALUES) for _ in range(rng.randrange(1, 5))])
+    return _set(doc, path, [_weird(rng) for _ in range(rng.randrange(1, 5))])
 
 
 def _dumps(doc: Any, rng: random.Random) -> bytes:

@@ -155,8 +155,8 @@ def _read(path: Path) -> str:
 _COMMENT_LINE = regex.compile(r"^[^\S\n]*+(#[^\n]*)", regex.MULTILINE)
 _TWO_WORDS = re.compile(r"\S[^\S\n]+\S")
 _LINE_SPACES = " \t\r\f\v\x1c\x1d\x1e\x1f"  # the ASCII whitespace str.split splits at, but for "\n"
-_BAD_FIRST = re.compile(r"[ \t\r\f\v]*+[^A-Za-z_$.\s]")  # a line that starts as no name does: the first,
-_BAD_START = re.compile(r"\n[ \t\r\f\v]*+[^A-Za-z_$.\s]")  # and any other (found from its "\n", to search fast)
+_BAD_FIRST = re.compile(r"[ \t\r\f\v]*[^A-Za-z_$.\s]")  # a line that starts as no name does: the first,
+_BAD_START = re.compile(r"\n[ \t\r\f\v]*[^A-Za-z_$.\s]")  # and any other (found from its "\n", to search fast)
 _NAME_CHARACTERS = str.maketrans("", "", string.ascii_letters + string.digits + "_$." + string.whitespace)
 
 

@@ -164,7 +164,7 @@ def is_clang_offload_section(name: str) -> bool:
 def _from_elf(blob: Blob, code: _DeviceCode) -> None:
     elf = ElfFile(blob)
     if elf.machine == EM_CUDA:
-        code.final[_cubin_arch(elf)].update(cuda.cubin_kernels(blob))
+        code.final[cubin_arch(elf)].update(cuda.cubin_kernels(blob))
         return
     if elf.machine == EM_AMDGPU:
         code.final["amdgcn"].update(hip.code_object_kernels(blob))
@@ -187,7 +187,7 @@ def _from_elf(blob: Blob, code: _DeviceCode) -> None:
             _from_offloading(elf.window(section), code)
 
 
-def _cubin_arch(elf: ElfFile) -> str:
+def cubin_arch(elf: ElfFile) -> str:
     flags = elf.blob.unpack(_EFLAGS, 0x30, "ELF flags")[0]
     # CUDA 12.8+ cubins keep the SM in bits 8-15; older ones in bits 0-7.
     sm = (flags >> 8) & 0xFF if flags & 0xFF < 0x14 else flags & 0xFF

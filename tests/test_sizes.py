@@ -80,3 +80,24 @@ def test_a_file_with_no_device_code_is_refused(tmp_path: Path) -> None:
     path.write_text("hello")
     with pytest.raises(FormatError, match="not an ELF file"):
         sizes.measure(path)
+
+
+def test_size_sums_by_kernel_and_reports_duplicates(cuda_corpus: dict[str, Path],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The same kernels compiled into two objects: each is a duplicate, costing one copy's bytes."""
+    import json
+
+    from kernel_symbol_map.cli import main
+
+    one, two = cuda_corpus["compress_size.o"], cuda_corpus["compress_default.o"]
+    assert main(["size", "--json", str(one), str(two)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    images = [i for p in (one, two) for i in sizes.measure(p) if i.kind == "cubin"]
+    assert doc["schema"] == "kernel-symbol-map/size/1"
+    assert doc["totals"]["sass"] == sum(n for i in images for n in i.sass.values())
+    assert {r["key"] for r in doc["rows"]} == {k for i in images for k in i.sass}
+    assert {d["kernel"] for d in doc["duplicates"]} == set(images[0].sass)
+    first = images[0]
+    assert sum(d["bytes"] for d in doc["duplicates"]) == sum(first.sass.values()) + sum(first.owned.values())
+    assert main(["size", str(one), "/nonexistent.o"]) == 1
+    assert "ERROR" in capsys.readouterr().err

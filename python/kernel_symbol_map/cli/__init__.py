@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 from .._version import __version__
 from ..cmakedir import cmake_dir, cmake_include
-from . import _output, build, demo, diffmaps, evaluate, merge, query, record, select, show, symbols, validate
+from . import _output, build, demo, diffmaps, evaluate, merge, query, record, select, show, size, symbols, validate
 
-COMMANDS = (symbols, build, show, query, select, record, evaluate, merge, diffmaps, validate, demo)
+COMMANDS = (symbols, build, show, query, select, record, evaluate, merge, diffmaps, validate, size, demo)
 
 EPILOG = """\
 examples:

@@ -15,7 +15,6 @@ import csv
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from ._output import EXIT_INPUT, EXIT_OK, error, write_json
 

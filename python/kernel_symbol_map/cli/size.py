@@ -84,13 +84,15 @@ def run(args: argparse.Namespace) -> int:
                 totals["owned"] += owned
                 where[(kernel, image.arch)].add(path)
                 per_kernel[(kernel, image.arch)] = sass + owned
-                key = {"kernel": lambda: kernel, "family": lambda: family(demangle_fast(kernel)),
-                       "arch": lambda: image.arch, "file": lambda: path}[args.by]()
+                key = (kernel if args.by == "kernel" else image.arch if args.by == "arch"
+                       else path if args.by == "file" else family(demangle_fast(kernel)))
                 row = rows.setdefault(key, Row(key))
                 row.sass += sass
                 row.owned += owned
                 row.stored += stored.get(kernel, 0)
                 row.instances.add((path, image.arch))
+    if failed == len(args.paths):
+        return EXIT_INPUT  # nothing was read: the ERROR lines say why
     duplicates = sorted(((k, a, sorted(files), (len(files) - 1) * per_kernel[(k, a)])
                          for (k, a), files in where.items() if len(files) > 1), key=lambda d: (-d[3], d[0], d[1]))
     ranked = sorted(rows.values(), key=lambda r: (-r.total, r.key))

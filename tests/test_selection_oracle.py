@@ -193,6 +193,11 @@ def cuda_tree(tmp_path_factory: pytest.TempPathFactory) -> Tree:
         f"-DPython_EXECUTABLE={sys.executable}", query=False)
     tree.maps["package"] = where / "package.json.gz"
     shutil.copy(tree.build / "kernel_symbol_map.json.gz", tree.maps["package"])
+    return _mapped_by_hand(tree, where)
+
+
+def _mapped_by_hand(tree: Tree, where: Path) -> Tree:
+    """The built tree's map by hand, its snapshot and the tests of its recordings, frozen for the session."""
     tree.maps["by hand"] = where / "hand.json.gz"
     assert ksm("build", "--build-dir", str(tree.build), "--out", str(tree.maps["by hand"])).returncode == 0
     tree.base = tree.snapshot()
@@ -211,12 +216,7 @@ def _hip_tree(tmp_path_factory: pytest.TempPathFactory, clang: str) -> Tree:
     _init_repo(tree, None)
     projects.configure_and_build_at(tree.src, tree.build, cmake, "Ninja",
                                     *toolchains.hip_cmake_args(label, where, clang=clang))
-    tree.maps["by hand"] = where / "hand.json.gz"
-    assert ksm("build", "--build-dir", str(tree.build), "--out", str(tree.maps["by hand"])).returncode == 0
-    tree.base = tree.snapshot()
-    tree.tests = _tests_for(tree.base)
-    tree.freeze()
-    return tree
+    return _mapped_by_hand(tree, where)
 
 
 @pytest.fixture(scope="session")

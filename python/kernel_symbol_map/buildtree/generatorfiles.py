@@ -120,6 +120,11 @@ def built_configurations(build_dir: Path, configs: list[str]) -> list[str]:
     return built
 
 
+def make_target_names(makefile2: str, build_dir: Path) -> dict[Path, str]:
+    """Target directory (``<build>/CMakeFiles/<target>.dir``) -> target name, from ``Makefile2``'s text."""
+    return {absolute(d, build_dir): n for n, d in _MAKE_TARGET.findall(makefile2)}
+
+
 def from_makefiles(build_dir: Path) -> Generated:
     """Every object the Makefiles compile, with its target, source, language and depfile.
 
@@ -129,7 +134,7 @@ def from_makefiles(build_dir: Path) -> Generated:
     listed = build_dir / "CMakeFiles" / "TargetDirectories.txt"
     try:
         text = makefile2.read_text(errors="replace")
-        names = {absolute(d, build_dir): n for n, d in _MAKE_TARGET.findall(text)}
+        names = make_target_names(text, build_dir)
         directories = [Path(line) for line in listed.read_text(errors="replace").splitlines() if line.strip()]
     except OSError as e:
         raise BuildTreeError(f"{e.filename}: {e.strerror or e}") from None

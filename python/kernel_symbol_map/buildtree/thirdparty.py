@@ -27,14 +27,13 @@ from pathlib import Path
 import regex
 
 from ..errors import BuildTreeError
-from . import ninjafile
+from . import generatorfiles, ninjafile
 from .compdb import absolute
 
 _SOURCE_DIR = regex.compile(r'^\s*SOURCE_DIR\s+"([^"]+)"', regex.M)
 _COMPILED = (".c", ".cc", ".cpp", ".cxx", ".cu", ".hip")
 _MAKE_RULE = regex.compile(r"^(\S+): (\S+)$", regex.M)
 _OWN_OUTPUTS = (".o", ".obj", ".i", ".s", ".gch", ".pch")  # CMake's own compile rules, in the model already
-_MAKE_TARGET = regex.compile(r"^([^\s:#][^\s:]*): (\S+)/rule$", regex.M)
 
 
 def fetched(build_dir: Path, cache: dict[str, str], source_root: Path) -> dict[str, Path]:
@@ -60,9 +59,9 @@ def fetched(build_dir: Path, cache: dict[str, str], source_root: Path) -> dict[s
         if declared:
             candidates.append(Path(declared.group(1)))
         candidates.append(base / f"{lower}-src")
-        folder = next((c for c in candidates if c.is_dir()), None)
-        if folder is not None and not _tracked(source_root, Path(absolute(str(folder), build_dir))):
-            found[lower] = Path(absolute(str(folder), build_dir))
+        folder = next((absolute(str(c), build_dir) for c in candidates if c.is_dir()), None)
+        if folder is not None and not _tracked(source_root, folder):
+            found[lower] = folder
     return found
 
 
@@ -120,7 +119,7 @@ def _from_ninja(build_dir: Path, manifest: Path) -> list[CustomCompile]:
 def _from_makefiles(build_dir: Path) -> list[CustomCompile]:
     makefile2 = build_dir / "CMakeFiles" / "Makefile2"
     try:
-        names = {absolute(d, build_dir): n for n, d in _MAKE_TARGET.findall(makefile2.read_text(errors="replace"))}
+        names = generatorfiles.make_target_names(makefile2.read_text(errors="replace"), build_dir)
     except OSError as e:
         raise BuildTreeError(f"{makefile2}: {e.strerror or e}") from None
     found = []

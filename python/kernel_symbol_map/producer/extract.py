@@ -186,8 +186,6 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     if scanned:
         notes.append(f"{scanned} objects have deps from CMake's own scan (depend.internal, Unix Makefiles): "
                      "project headers only")
-    if notes:
-        document["notes"] = notes
     # What the configure read (CMakeLists, configure_file inputs): a change to one may change any object.
     document["configure_inputs"] = sorted({r for t in trees for p in t.configure_inputs
                                            if not os.path.isabs(r := relative(p)) and not r.startswith("$")})
@@ -207,7 +205,6 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         notes.append(f"{len(unmapped)} custom commands compile code outside CMake's compile model "
                      f"({', '.join(sorted({c.target or c.outputs[0] for c in unmapped}))}): their kernels are in "
                      "no map, so a test that launches one is never skipped (unknown-kernel)")
-        document["notes"] = notes
     if options.exclude_targets:
         document["excluded_targets"] = sorted(options.exclude_targets)
     if options.targets:  # a subset: a consumer may clear tests only with maps that cover every target
@@ -218,7 +215,8 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
             notes.append(f"covers {len(options.targets)} of {len(document['all_targets'])} targets (--targets); "
                          f"leaves out {', '.join(left_out[:20])}{' ...' if len(left_out) > 20 else ''}: alone it "
                          "clears no test (select: map-subset)")
-            document["notes"] = notes
+    if notes:
+        document["notes"] = notes
     mapformat.fail_closed(document, _why_no_evidence(objects, errors))
     if problems:
         document["incomplete"] = True

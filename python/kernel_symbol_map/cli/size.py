@@ -1,128 +1,313 @@
-"""``size``: what each kernel costs in bytes, per architecture, for binaries (issue 21, first step).
+"""``size``: which sources, targets and kernels make the device code big, and which made it grow (issue 21).
 
-Without a map, as cubloaty does for one library, but for any number of
-objects, archives, libraries, fatbins and cubins: SASS and owned bytes per
-kernel, summed by kernel, family (the template without its arguments),
-architecture or file, with each cubin's overhead, PTX bytes, the bytes the
-fatbins store, and kernels compiled into more than one input (duplicates).
-Maps, wheels and diffs are the next steps of issue 21.
+Inputs: maps (their objects' ``sizes``), wheels (each shared library
+measured, charged to the map the wheel ships), and plain binaries (objects,
+archives, libraries, fatbins, cubins, bundles; joined with ``--map`` if
+given). Two maps or two wheels are compared: ``size OLD NEW``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import os
+import shutil
 import sys
-from collections import defaultdict
+import tempfile
+import zipfile
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from ._output import EXIT_INPUT, EXIT_OK, error, write_json
+from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, plural, warning, write_json
 
 JSON_SCHEMA = "kernel-symbol-map/size/1"
-BY = ("kernel", "family", "arch", "file")
+DIFF_SCHEMA = "kernel-symbol-map/size-diff/1"
+MIB = 1 << 20
+DIFF_BY = ("source", "target", "kernel")
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from ..consumer.sizereport import BY
+
     p = sub.add_parser(
         "size",
-        help="bytes per kernel, family, architecture or file, for binaries",
-        description="Sum each kernel's SASS (its .text.<kernel> section) and the sections it owns, per "
-        "architecture, over objects, archives, libraries, fatbins and cubins; report cubin overhead, PTX "
-        "bytes and kernels compiled into more than one input. Exit 0 when every input was read, 1 if not.",
+        help="bytes of device code per source, target, kernel, family or architecture; a diff of two builds",
+        description="Sum each kernel's machine code (SASS, AMDGPU ISA), the sections it owns, each image's "
+        "overhead and PTX, by source, target, kernel, family, architecture, kind or file, for maps, wheels "
+        "(their libraries charged to the map they ship) and binaries. Two maps or two wheels: what grew, "
+        "what was added and removed. Exit 0 when every input was read, 1 if not or above --max-mb.",
         allow_abbrev=False,
     )
-    p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--by", choices=BY, default="kernel", help="what to sum by (default: kernel)")
+    p.add_argument("paths", nargs="+", metavar="INPUT", help="a map, a wheel, or binaries; OLD NEW to compare")
+    p.add_argument("--map", metavar="MAP", help="charge the binaries' bytes to this map's sources")
+    p.add_argument("--by", choices=BY, help="what to sum by (default: source with a map, else kernel)")
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows to print (default 20; 0: all)")
+    p.add_argument("--max-mb", type=float, metavar="N",
+                   help="exit 1 when the input (NEW's, in a diff) is above N MiB, naming the largest sources "
+                        "and growth: a wheel's file size, binaries' file sizes, a map's stored device bytes")
+    p.add_argument("--html", metavar="FILE", help="write a treemap, target -> source -> kernel (.svg: SVG only)")
     output = p.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="one versioned JSON document")
+    output.add_argument("--json", action="store_true", help=f"one JSON document ({JSON_SCHEMA}, {DIFF_SCHEMA})")
     output.add_argument("--csv", action="store_true", help="every row as CSV")
     p.set_defaults(run=run)
 
 
 @dataclass
-class Row:
-    key: str
-    sass: int = 0
-    owned: int = 0
-    stored: int = 0  # the fatbin's stored bytes, apportioned
-    instances: set[tuple[str, str]] = field(default_factory=set)  # (file, arch)
+class Input:
+    """One input read: its pieces, what the file weighs, and what was not read."""
 
-    @property
-    def total(self) -> int:
-        return self.sass + self.owned
+    name: str
+    kind: str  # "map", "wheel" or "binary"
+    pieces: list[Any] = field(default_factory=list)
+    file_bytes: int = 0
+    mapped: bool = False  # bytes charged to a map's sources
+    unsized: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..consumer.kernelmap import demangle_fast, family
+    from ..consumer import sizereport
+    from ..consumer.kernelmap import read_document
+
+    kinds = [_kind(Path(p)) for p in args.paths]
+    diff = len(args.paths) == 2 and kinds[0] == kinds[1] and kinds[0] in ("map", "wheel")
+    if args.map and any(k != "binary" for k in kinds):
+        raise UsageError("--map joins binaries with a map; maps and wheels bring their own")
+    document = read_document(args.map)[0] if args.map else None
+    if diff:
+        old, new = (_read(Path(p), k, None) for p, k in zip(args.paths, kinds))
+        inputs = [old, new]
+    else:
+        inputs = [_read(Path(p), k, document) for p, k in zip(args.paths, kinds)]
+    for i in inputs:
+        for message in i.failed:
+            error(message)
+        if i.unsized:
+            warning(f"{i.name}: {plural(len(i.unsized), 'device object')} without sizes (a map from before "
+                    f"issue 21, or bitcode only), e.g. {i.unsized[0]}")
+    if all(not i.pieces and i.failed for i in inputs):
+        return EXIT_INPUT
+    mapped = any(i.mapped for i in inputs) or args.map is not None
+    by = args.by or ("source" if mapped else "kernel")
+    if diff:
+        code = _report_diff(args, inputs[0], inputs[1], sizereport)
+    else:
+        code = EXIT_OK
+        _report(args, by, [p for i in inputs for p in i.pieces], inputs, sizereport)
+    shown = inputs[1:] if diff else inputs  # the picture and the budget are of NEW in a diff
+    if args.html:
+        _treemap(Path(args.html), [p for i in shown for p in i.pieces], [i.name for i in shown])
+    gate = EXIT_OK if args.max_mb is None else _gate(args.max_mb, shown, inputs[0] if diff else None, sizereport)
+    return max(code, gate, EXIT_INPUT if any(i.failed for i in inputs) else EXIT_OK)
+
+
+def _kind(path: Path) -> str:
+    if path.suffix == ".whl" or (path.is_file() and _starts(path, b"PK\x03\x04")):
+        return "wheel"
+    if path.name.endswith((".json", ".json.gz")) or path.is_dir():
+        return "map"
+    return "binary"
+
+
+def _starts(path: Path, magic: bytes) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(len(magic)) == magic
+    except OSError:
+        return False
+
+
+def _read(path: Path, kind: str, document: dict[str, Any] | None) -> Input:
+    from ..consumer import sizereport
+    from ..consumer.kernelmap import read_document
+
+    if kind == "map":
+        document, where = read_document(path)
+        found = sizereport.from_map(document, where)
+        stored = sum(p.stored for p in found.pieces)
+        return Input(str(path), kind, found.pieces, stored, True, found.unsized)
+    if kind == "wheel":
+        return _wheel(path)
+    out = Input(str(path), kind, file_bytes=_file_size(path), mapped=document is not None)
+    records = _measured(path, str(path), out)
+    if records is not None:
+        out.pieces = sizereport.join([(str(path), records)], document).pieces
+    return out
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _measured(path: Path, name: str, into: Input) -> list[tuple[str, dict[str, Any]]] | None:
     from ..errors import FormatError
     from ..readers.sizes import measure
 
-    rows: dict[str, Row] = {}
-    where: dict[tuple[str, str], set[str]] = defaultdict(set)  # (kernel, arch) -> files
-    per_kernel: dict[tuple[str, str], int] = {}
-    totals = {"sass": 0, "owned": 0, "overhead": 0, "ptx": 0, "stored": 0, "cubins": 0}
-    failed = 0
-    for path in args.paths:
-        try:
-            images = measure(path)
-        except FormatError as e:
-            error(str(e))
-            failed += 1
-            continue
-        for image in images:
-            totals["stored"] += image.stored
-            if image.kind == "ptx":
-                totals["ptx"] += image.size
-                continue
-            totals["cubins"] += 1
-            totals["overhead"] += image.overhead
-            stored = image.apportioned()
-            for kernel, sass in image.sass.items():
-                owned = image.owned.get(kernel, 0)
-                totals["sass"] += sass
-                totals["owned"] += owned
-                where[(kernel, image.arch)].add(path)
-                per_kernel[(kernel, image.arch)] = sass + owned
-                key = (kernel if args.by == "kernel" else image.arch if args.by == "arch"
-                       else path if args.by == "file" else family(demangle_fast(kernel)))
-                row = rows.setdefault(key, Row(key))
-                row.sass += sass
-                row.owned += owned
-                row.stored += stored.get(kernel, 0)
-                row.instances.add((path, image.arch))
-    if failed == len(args.paths):
-        return EXIT_INPUT  # nothing was read: the ERROR lines say why
-    duplicates = sorted(((k, a, sorted(files), (len(files) - 1) * per_kernel[(k, a)])
-                         for (k, a), files in where.items() if len(files) > 1), key=lambda d: (-d[3], d[0], d[1]))
-    ranked = sorted(rows.values(), key=lambda r: (-r.total, r.key))
-    shown = ranked if args.top <= 0 else ranked[: args.top]
+    try:
+        return [(i.arch, i.record()) for i in measure(path)]
+    except FormatError as e:
+        into.failed.append(f"{name}: {e.reason}" if e.path == str(path) else str(e))
+        return None
+
+
+def _wheel(path: Path) -> Input:
+    """A wheel's libraries, measured one at a time from a temporary file (memory stays bounded by the
+    largest device image), charged to the map the wheel ships; without one, per kernel as binaries are."""
+    from ..consumer import sizereport
+    from ..consumer.kernelmap import read_document
+    from ..errors import MapError, MapNotFound
+
+    try:
+        document, _ = read_document(path)
+    except MapNotFound:
+        document = None
+    out = Input(str(path), "wheel", file_bytes=_file_size(path), mapped=document is not None)
+    binaries = []
+    try:
+        with zipfile.ZipFile(path) as z, tempfile.TemporaryDirectory(prefix="ksm-size-") as tmp:
+            for info in z.infolist():
+                base = info.filename.rsplit("/", 1)[-1]
+                if info.is_dir() or not (base.endswith(".so") or ".so." in base):
+                    continue
+                local = Path(tmp) / "member"
+                with z.open(info) as src, local.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+                records = _measured(local, f"{path}!{info.filename}", out)
+                if records:
+                    binaries.append((info.filename, records))
+                os.unlink(local)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
+        raise MapError(f"{path}: not a readable wheel ({e})") from None
+    out.pieces = sizereport.join(binaries, document).pieces
+    return out
+
+
+# ------------------------------------------------------------------------------------------- one build
+
+
+def _report(args: argparse.Namespace, by: str, found: list[Any], inputs: list[Input], sizereport: Any) -> None:
+    ranked = sizereport.rows(found, by)
+    totals = sizereport.totals(found)
+    duplicates = sizereport.duplicates(found)
     if args.json:
         write_json(JSON_SCHEMA, {
-            "by": args.by, "totals": totals,
-            "rows": [{"key": r.key, "sass": r.sass, "owned": r.owned, "stored": r.stored,
-                      "instances": len(r.instances)} for r in ranked],
-            "duplicates": [{"kernel": k, "arch": a, "files": f, "bytes": b} for k, a, f, b in duplicates],
+            "by": by, "inputs": [{"input": i.name, "kind": i.kind, "file_bytes": i.file_bytes} for i in inputs],
+            "totals": totals, "rows": [r.to_json() for r in ranked],
+            "duplicates": [{"kernel": d.kernel, "arch": d.arch, "bytes": d.waste,
+                            "copies": [{"source": s, "unit": u, "bytes": n} for s, u, n in d.copies]}
+                           for d in duplicates],
         })
-    elif args.csv:
+        return
+    if args.csv:
         out = csv.writer(sys.stdout)
-        out.writerow([args.by, "sass", "owned", "stored", "instances"])
-        out.writerows([r.key, r.sass, r.owned, r.stored, len(r.instances)] for r in ranked)
-    else:
-        _table(args.by, shown, len(ranked), totals, duplicates)
-    return EXIT_INPUT if failed else EXIT_OK
-
-
-def _table(by: str, shown: list[Row], count: int, totals: dict[str, int],
-           duplicates: list[tuple[str, str, list[str], int]]) -> None:
-    print(f"{'bytes':>10} {'sass':>10} {'owned':>9} {'stored':>9}  {by}")
+        out.writerow([by, "bytes", *sizereport.KINDS, "stored"])
+        out.writerows([r.key, r.bytes, *r.kinds.values(), r.stored] for r in ranked)
+        return
+    shown = ranked if args.top <= 0 else ranked[: args.top]
+    print(f"{'bytes':>12} {'code':>12} {'owned':>10} {'overhead':>10} {'ptx':>10} {'stored':>12}  {by}")
     for r in shown:
-        print(f"{r.total:>10,} {r.sass:>10,} {r.owned:>9,} {r.stored:>9,}  {r.key}")
-    if count > len(shown):
-        print(f"... {count - len(shown)} more (--top 0 for all)")
-    print(f"{totals['cubins']} cubins: SASS {totals['sass']:,} B, owned by kernels {totals['owned']:,} B, "
-          f"overhead {totals['overhead']:,} B; PTX {totals['ptx']:,} B; the fatbins store {totals['stored']:,} B")
+        k = r.kinds
+        print(f"{r.bytes:>12,} {k['code']:>12,} {k['owned']:>10,} {k['overhead']:>10,} {k['ptx']:>10,} "
+              f"{r.stored:>12,}  {r.key}")
+    if len(ranked) > len(shown):
+        print(f"... {len(ranked) - len(shown)} more (--top 0 for all)")
+    print(_totals_line(totals))
     if duplicates:
-        waste = sum(d[3] for d in duplicates)
-        print(f"duplicates: {len(duplicates)} kernels compiled into more than one input, {waste:,} B beyond one "
-              f"copy each; the largest: {duplicates[0][0]} ({duplicates[0][1]}, {len(duplicates[0][2])} inputs)")
+        waste = sum(d.waste for d in duplicates)
+        top = duplicates[0]
+        print(f"duplicates: {plural(len(duplicates), 'kernel')} compiled into more than one "
+              f"{'object' if any(i.mapped for i in inputs) else 'input'}, {waste:,} B beyond one copy each; "
+              f"the largest: {top.kernel} ({top.arch}, {len(top.copies)} copies: "
+              f"{', '.join(sorted({s or u for s, u, _ in top.copies}))})")
+
+
+def _totals_line(t: dict[str, int]) -> str:
+    return (f"device code {t['bytes']:,} B: machine code {t['code']:,}, owned by kernels {t['owned']:,}, "
+            f"image overhead {t['overhead']:,}, PTX {t['ptx']:,}; stored in the files: {t['stored']:,} B")
+
+
+# ------------------------------------------------------------------------------------------- two builds
+
+
+def _report_diff(args: argparse.Namespace, old: Input, new: Input, sizereport: Any) -> int:
+    tables = {by: sizereport.changes(old.pieces, new.pieces, by) for by in DIFF_BY}
+    before, after = sizereport.kernel_sources(old.pieces), sizereport.kernel_sources(new.pieces)
+    kernel_bytes = {r.key: r.bytes for r in sizereport.rows(new.pieces, "kernel")}
+    old_bytes = {r.key: r.bytes for r in sizereport.rows(old.pieces, "kernel")}
+    added = sorted(after.keys() - before.keys())
+    removed = sorted(before.keys() - after.keys())
+    t_old, t_new = sizereport.totals(old.pieces), sizereport.totals(new.pieces)
+    if args.json:
+        write_json(DIFF_SCHEMA, {
+            "old": {"input": old.name, "file_bytes": old.file_bytes, "totals": t_old},
+            "new": {"input": new.name, "file_bytes": new.file_bytes, "totals": t_new},
+            "change": t_new["bytes"] - t_old["bytes"],
+            "by": {by: [c.to_json() for c in rows] for by, rows in tables.items()},
+            "added": [{"kernel": k, "sources": sorted(after[k]), "bytes": kernel_bytes.get(k, 0)} for k in added],
+            "removed": [{"kernel": k, "sources": sorted(before[k]), "bytes": old_bytes.get(k, 0)} for k in removed],
+        })
+        return EXIT_OK
+    if args.csv:
+        out = csv.writer(sys.stdout)
+        out.writerow(["by", "key", "old", "new", "change"])
+        out.writerows([by, c.key, c.old, c.new, c.delta] for by, rows in tables.items() for c in rows)
+        return EXIT_OK
+    change = t_new["bytes"] - t_old["bytes"]
+    print(f"device code: {t_old['bytes']:,} B -> {t_new['bytes']:,} B ({change:+,} B)"
+          + (f"; files: {old.file_bytes:,} B -> {new.file_bytes:,} B ({new.file_bytes - old.file_bytes:+,} B)"
+             if old.kind == "wheel" else ""))
+    for by, rows in tables.items():
+        shown = rows if args.top <= 0 else rows[: args.top]
+        print(f"\nby {by}: {plural(len(rows), 'change')}")
+        for c in shown:
+            print(f"{c.delta:>+12,} {c.old:>12,} -> {c.new:>12,}  {c.key}")
+        if len(rows) > len(shown):
+            print(f"... {len(rows) - len(shown)} more (--top 0 for all)")
+    for label, names, sources, sizes in (("added", added, after, kernel_bytes), ("removed", removed, before, old_bytes)):
+        if names:
+            print(f"\nkernels {label}: {len(names)}")
+            for k in names[: args.top if args.top > 0 else None]:
+                print(f"{sizes.get(k, 0):>12,}  {k}  ({', '.join(sorted(sources[k]))})")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------- gate, picture
+
+
+def _gate(max_mb: float, measured: list[Input], old: Input | None, sizereport: Any) -> int:
+    """Exit 1 above the budget, saying which sources are largest and, in a diff, which grew most."""
+    weight = sum(i.file_bytes for i in measured)
+    if weight <= max_mb * MIB:
+        return EXIT_OK
+    found = [p for i in measured for p in i.pieces]
+    by = "source" if any(i.mapped for i in measured) else "kernel"
+    largest = ", ".join(f"{r.key} {r.bytes / MIB:.1f} MiB" for r in sizereport.rows(found, by)[:5])
+    what = "stored device bytes" if all(i.kind == "map" for i in measured) else "file bytes"
+    message = (f"{' + '.join(i.name for i in measured)}: {weight / MIB:.1f} MiB of {what}, above the budget of "
+               f"{max_mb:g} MiB; the largest {by}s: {largest or 'none'}")
+    if old is not None:
+        grown = [c for c in sizereport.changes(old.pieces, found, by) if c.delta > 0][:5]
+        message += "; the largest growth: " + (", ".join(f"{c.key} {c.delta / MIB:+.2f} MiB" for c in grown) or "none")
+    error(message)
+    return EXIT_INPUT
+
+
+def _treemap(path: Path, found: list[Any], names: list[str]) -> None:
+    from .. import _atomic
+    from ..consumer import sizereport, treemap
+
+    title = f"device code of {names[0]}" if len(names) == 1 else f"device code of {len(names)} inputs"
+    if path.suffix == ".svg":
+        text = treemap.svg(found, title) + "\n"
+    else:
+        summary = [_totals_line(sizereport.totals(found))]
+        summary += [f"target {r.key}: {r.bytes:,} B" for r in sizereport.rows(found, "target")[:10]]
+        text = treemap.html(found, title, summary)
+    try:
+        _atomic.replace(path, text.encode())
+    except OSError as e:
+        raise UsageError(f"--html {path}: {e.strerror or e}") from None

@@ -418,6 +418,11 @@ def family(demangled: str) -> str:
     return "".join(out)
 
 
+def short_name(demangled: str) -> str:
+    """``ns::scale_kernel<float>`` of ``void ns::scale_kernel<float>(float*, int)``: for labels."""
+    return _name(demangled)
+
+
 def _name(demangled: str) -> str:
     """``ns::scale_kernel<float>`` of ``void ns::scale_kernel<float>(float*, int)``.
 
@@ -426,8 +431,12 @@ def _name(demangled: str) -> str:
     template arguments; a function template's return type comes first,
     before a space outside them.
     """
-    depth, cut, space = 0, len(demangled), -1
-    for i, c in enumerate(demangled):
+    depth, cut, space, i = 0, len(demangled), -1, 0
+    while i < len(demangled):
+        c = demangled[i]
+        if demangled.startswith(ANONYMOUS, i):  # a name, not a parameter list: step over it whole
+            i += len(ANONYMOUS)
+            continue
         if c == "<":
             depth += 1
         elif c == ">":
@@ -437,7 +446,11 @@ def _name(demangled: str) -> str:
             break
         elif depth == 0 and c == " ":
             space = i
+        i += 1
     return demangled[space + 1 : cut]
+
+
+ANONYMOUS = "(anonymous namespace)"
 
 
 def kernels_named(kmap: KernelMap, name: str) -> list[str]:

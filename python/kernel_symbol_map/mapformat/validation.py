@@ -168,11 +168,14 @@ def _show(value: Any) -> str:
 
 STRINGS = _list_of(STRING)
 ERROR = _record({"object": STRING, "source": STRING, "error": TEXT}, {"target": STRING})
+# One device image's bytes per architecture (issue 21): readers.sizes.Image.record's form.
+SIZES = _mapping_of(_record({"image": COUNT, "stored": COUNT},
+                            {"ptx": BOOLEAN, "code": _mapping_of(COUNT), "owned": _mapping_of(COUNT)}))
 OBJECT = _record(
     {"source": STRING, "target": STRING, "object": STRING, "device": BOOLEAN, "symbols": STRINGS,
      "deps": STRINGS},
     {"error": TEXT, "archs": STRINGS, "device_link": BOOLEAN, "unity_sources": STRINGS,
-     "compiled_from": STRING, "deps_from": _one_of("cmake-scan", "device-preprocessor")},
+     "compiled_from": STRING, "deps_from": _one_of("cmake-scan", "device-preprocessor"), "sizes": SIZES},
 )
 UNMAPPED = _record({"target": STRING, "outputs": STRINGS, "sources": STRINGS, "reason": TEXT})
 MAP = _record(

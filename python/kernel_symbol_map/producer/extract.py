@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,9 @@ from .._statefile import stat_key
 from .._version import __version__
 from ..buildtree.model import NOT_BUILT, BuildTree, TreeObject
 from ..buildtree.model import load as load_tree
-from ..errors import BuildTreeError
+from ..errors import BuildTreeError, FormatError
 from ..readers.devicecode import Result, read_kernels
+from ..readers.sizes import measure, merged
 from .cache import ObjectCache
 from .mirrors import Mirror, Mirrors
 
@@ -50,34 +51,57 @@ class Extraction:
     deps: list[str]  # every dep path checked to exist
 
 
-def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options) -> dict[Path, Result]:
-    """Each object's Result: from its tree's cache when its stat key holds, else read (and remembered)."""
-    found: dict[Path, Result] = {}
+Sizes = dict[str, dict[str, Any]]  # arch -> readers.sizes.Image.record(): an object's "sizes"
+
+
+def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options) -> dict[Path, tuple[Result, Sizes]]:
+    """Each object's Result and sizes: from its tree's cache when its stat key holds, else read (and
+    remembered)."""
+    found: dict[Path, tuple[Result, Sizes]] = {}
     todo: list[tuple[Path, list[int] | None, ObjectCache | None]] = []
     for obj, cache in objects:
         key = stat_key(obj)
         hit = cache.get(str(obj), key) if cache else None
-        if hit is not None:
-            found[obj] = Result(str(obj), {a: frozenset(s) for a, s in hit["kernels"].items()}, device=hit["device"])
+        if hit is not None and "sizes" in hit:  # a cache from before sizes were kept is a miss
+            kernels = {a: frozenset(s) for a, s in hit["kernels"].items()}
+            found[obj] = Result(str(obj), kernels, device=hit["device"]), hit["sizes"]
         else:
             todo.append((obj, key, cache))
     paths = [t[0] for t in todo]
+    read = partial(_read_and_measure, options.read)
     if options.jobs > 1 and len(paths) > 1:
         with ProcessPoolExecutor(options.jobs) as pool:
-            results = list(pool.map(options.read, paths, chunksize=max(1, len(paths) // (4 * options.jobs))))
+            results = list(pool.map(read, paths, chunksize=max(1, len(paths) // (4 * options.jobs))))
     else:
-        results = [options.read(p) for p in paths]
-    for (obj, key, cache), result in zip(todo, results, strict=True):
-        found[obj] = result
+        results = [read(p) for p in paths]
+    for (obj, key, cache), (result, sizes) in zip(todo, results, strict=True):
+        found[obj] = result, sizes
         if cache is not None and result.error is None and not result.members:
-            cache.put(str(obj), key, {"kernels": {a: sorted(s) for a, s in result.kernels.items()}, "device": result.device})
+            cache.put(str(obj), key, {"kernels": {a: sorted(s) for a, s in result.kernels.items()},
+                                      "device": result.device, "sizes": sizes})
     return found
 
 
+def _read_and_measure(read: Callable[[Path], Result], path: Path) -> tuple[Result, Sizes]:
+    """The object's kernels (with ``read``: native or cuobjdump), and its images' sizes (always native).
+
+    Sizes are for people, never evidence: an object whose sizes cannot be
+    measured (bitcode only) keeps its kernels and has no ``sizes``.
+    """
+    result = read(path)
+    if result.error is not None or not result.device:
+        return result, {}
+    try:
+        return result, merged([(i.arch, i.record()) for i in measure(path)])
+    except FormatError:
+        return result, {}
+
+
 def _entry(
-    obj: TreeObject, result: Result | None, tree: BuildTree, relative: Callable[[str], str], mirrors: Mirrors,
+    obj: TreeObject, read: tuple[Result, Sizes] | None, tree: BuildTree, relative: Callable[[str], str], mirrors: Mirrors,
     spellings: Callable[[str], tuple[str, ...]],
 ) -> dict[str, Any]:
+    result, sizes = read or (None, {})
     source, copy = mirrors.resolve(str(obj.source if obj.source is not None else obj.object))
     entry: dict[str, Any] = {
         "source": relative(source),
@@ -94,6 +118,8 @@ def _entry(
         entry["unity_sources"] = sorted({relative(mirrors.resolve(u)[0]) for u in obj.unity_sources})
     if obj.device_link:
         entry["device_link"] = True
+    if sizes:
+        entry["sizes"] = sizes
     if obj.scanned:  # CMake's own scan: project headers only, no system or toolkit headers
         entry["deps_from"] = "cmake-scan"
     elif obj.device_side:  # clang: the depfile's host job, and the preprocessor re-run per architecture

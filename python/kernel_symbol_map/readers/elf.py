@@ -56,6 +56,7 @@ class Symbol(NamedTuple):
     info: int
     other: int
     shndx: int
+    size: int = 0  # st_size: a function's code bytes, an object's data bytes
 
     @property
     def type(self) -> int:
@@ -164,8 +165,8 @@ class ElfFile:
         else:
             indices = range(len(data) // Elf64_Sym.size)
         for i in indices:
-            name, info, other, shndx, _value, _size = Elf64_Sym.unpack_from(data, i * Elf64_Sym.size)
-            yield Symbol(_cstring(self.blob, strings, name, "symbol name"), info, other, shndx)
+            name, info, other, shndx, _value, size = Elf64_Sym.unpack_from(data, i * Elf64_Sym.size)
+            yield Symbol(_cstring(self.blob, strings, name, "symbol name"), info, other, shndx, size)
 
 
 _ST_OTHER = 5  # offset of st_other in Elf64_Sym

@@ -50,6 +50,12 @@ def is_bundle(blob: Blob) -> bool:
 
 def iter_bundles(blob: Blob) -> Iterator[Blob]:
     """Each bundle in a ``.hip_fatbin`` section (one per translation unit in a linked library)."""
+    for bundle, _stored in iter_stored_bundles(blob):
+        yield bundle
+
+
+def iter_stored_bundles(blob: Blob) -> Iterator[tuple[Blob, int]]:
+    """Each bundle, plain (decompressed if it was stored compressed), and the bytes it takes in ``blob``."""
     offset = 0
     while True:
         offset = _skip_zeros(blob, offset)
@@ -62,7 +68,7 @@ def iter_bundles(blob: Blob) -> Iterator[Blob]:
             inner, used = rest, _plain_size(rest)
         else:
             raise blob.error("expected a clang offload bundle", offset)
-        yield inner
+        yield inner, used
         offset += used
 
 

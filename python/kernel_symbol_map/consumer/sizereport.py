@@ -1,0 +1,279 @@
+"""Bytes, attributed: size records joined with a map's objects, summed, compared (issue 21).
+
+A *record* is one device image's sizes in the map's form (an object's
+``sizes[arch]``, or what ``readers.sizes.Image.record`` gives for a library):
+``image`` and ``stored`` bytes, ``code`` and ``owned`` bytes per kernel, or
+``ptx: true``. Each record becomes :class:`Piece` s: every kernel's code and
+owned bytes, the image's overhead, or its PTX, each with its share of the
+stored bytes and the :class:`Origin` it is charged to (source, target,
+object, file). Rows, duplicates and diffs are sums of pieces.
+
+Where a piece is charged:
+
+- a map's object: to its source and target. A device-link object's kernels
+  go to the sources whose objects define them; its overhead stays with it.
+- a library measured beside its map (a wheel): an image whose kernels and
+  size equal one object's is that object's; any other image (device-linked)
+  is charged kernel by kernel to the objects defining each kernel, split
+  evenly when several do; a kernel no object defines is ``(not in the map)``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import MapError
+from .kernelmap import demangle_fast, family
+
+KINDS = ("code", "owned", "overhead", "ptx")
+BY = ("source", "target", "kernel", "family", "arch", "kind", "file")
+NOT_IN_MAP = "(not in the map)"
+DEVICE_LINK = "(device link)"
+
+
+@dataclass(frozen=True)
+class Origin:
+    source: str
+    target: str
+    object: str  # the object the bytes were compiled into ("" when no map names one)
+    file: str  # the input the bytes were read from: a map, a library, a wheel's member
+
+
+@dataclass(frozen=True)
+class Piece:
+    origin: Origin
+    arch: str
+    kind: str  # one of KINDS
+    kernel: str  # "" for overhead and PTX
+    bytes: int  # uncompressed
+    stored: int  # its share of the bytes the file stores
+
+
+def pieces(origin: Origin, arch: str, record: Mapping[str, Any], where: str = "") -> list[Piece]:
+    """A record's pieces; the stored bytes are shared out by size, the remainder of rounding to overhead."""
+    image, stored = record["image"], record["stored"]
+    if record.get("ptx"):
+        return [Piece(origin, arch, "ptx", "", image, stored)]
+    code, owned = record.get("code", {}), record.get("owned", {})
+    overhead = image - sum(code.values()) - sum(owned.values())
+    if overhead < 0:
+        raise MapError(f"{where or origin.file}: sizes.{arch}: its kernels' bytes add up to more than its image")
+    out = []
+    for kind, table in (("code", code), ("owned", owned)):
+        out.extend(Piece(origin, arch, kind, k, n, stored * n // image if image else 0) for k, n in table.items())
+    out.append(Piece(origin, arch, "overhead", "", overhead, stored - sum(p.stored for p in out)))
+    return out
+
+
+@dataclass
+class Attribution:
+    pieces: list[Piece] = field(default_factory=list)
+    unsized: list[str] = field(default_factory=list)  # device objects whose map holds no sizes
+    notes: list[str] = field(default_factory=list)
+
+
+def _origin(o: Mapping[str, Any], file: str) -> Origin:
+    return Origin(o["source"], o["target"], o["object"], file)
+
+
+def from_map(document: Mapping[str, Any], where: str) -> Attribution:
+    """Every object's sizes, as the map holds them."""
+    if document.get("incomplete"):
+        raise MapError(f"{where}: the map is incomplete, so its sizes are too ({document.get('reason')})")
+    out = Attribution()
+    definers = _definers(document["objects"], where)
+    for i, o in enumerate(document["objects"]):
+        sizes = o.get("sizes")
+        if sizes is None:
+            if o.get("symbols") or (o.get("device") and o.get("archs")):
+                out.unsized.append(o["object"])
+            continue
+        for arch, record in sizes.items():
+            found = pieces(_origin(o, where), arch, record, f"{where}: objects[{i}]")
+            out.pieces.extend(_charged(found, definers, _origin(o, where)) if o.get("device_link") else found)
+    return out
+
+
+def _definers(objects: Iterable[Mapping[str, Any]], where: str) -> dict[str, list[Origin]]:
+    """kernel -> the origins of the (non device-link) objects that define it."""
+    found: dict[str, list[Origin]] = defaultdict(list)
+    for o in objects:
+        if not o.get("device_link"):
+            for symbol in o.get("symbols", ()):
+                found[symbol].append(_origin(o, where))
+    return found
+
+
+def _charged(found: list[Piece], definers: Mapping[str, list[Origin]], linked: Origin) -> list[Piece]:
+    """A linked image's pieces: each kernel's to the objects defining it, split evenly among several (the
+    remainder to the first); a kernel no object defines is :data:`NOT_IN_MAP`. The overhead is ``linked``'s
+    when the map defines any of its kernels, else not in the map either."""
+    missing = Origin(NOT_IN_MAP, "", "", linked.file)
+    known = any(p.kernel in definers for p in found)
+    out = []
+    for p in found:
+        owners = (definers.get(p.kernel) or [missing]) if p.kernel else [linked if known else missing]
+        n = len(owners)
+        for i, owner in enumerate(owners):
+            extra = (p.bytes % n, p.stored % n) if i == 0 else (0, 0)
+            out.append(Piece(owner, p.arch, p.kind, p.kernel, p.bytes // n + extra[0], p.stored // n + extra[1]))
+    return out
+
+
+def join(binaries: Iterable[tuple[str, list[tuple[str, dict[str, Any]]]]], document: Mapping[str, Any] | None,
+         where: str = "") -> Attribution:
+    """Images measured in files (``(file, [(arch, record)...])``), charged to the map's objects."""
+    out = Attribution()
+    objects = document["objects"] if document else []
+    definers = _definers(objects, where)
+    exact: dict[tuple[str, frozenset[str], int, bool], list[Origin]] = defaultdict(list)
+    for o in objects:
+        for arch, record in (o.get("sizes") or {}).items():
+            if not o.get("device_link"):
+                exact[_signature(arch, record)].append(_origin(o, where))
+
+    for file, records in binaries:
+        unclaimed = {k: list(v) for k, v in exact.items()}  # each object's image is in a library once
+        here: dict[str, list[Origin]] | None = None  # the definers, as found in this file
+        for arch, record in records:
+            candidates = unclaimed.get(_signature(arch, record))
+            if candidates:  # compiled as one object: the library holds that object's image as it is
+                owner = candidates.pop(0) if len(candidates) > 1 else candidates[0]
+                out.pieces.extend(pieces(Origin(owner.source, owner.target, owner.object, file), arch, record, file))
+            elif document is None:
+                out.pieces.extend(pieces(Origin("", "", "", file), arch, record, file))
+            else:
+                if here is None:
+                    here = {k: [Origin(o.source, o.target, o.object, file) for o in v] for k, v in definers.items()}
+                found = pieces(Origin(DEVICE_LINK, "", "", file), arch, record, file)
+                out.pieces.extend(_charged(found, here, Origin(DEVICE_LINK, "", "", file)))
+    return out
+
+
+def _signature(arch: str, record: Mapping[str, Any]) -> tuple[str, frozenset[str], int, bool]:
+    return arch, frozenset(record.get("code", ())), record["image"], bool(record.get("ptx"))
+
+
+# ---------------------------------------------------------------------------------------------- summing
+
+
+@dataclass
+class Row:
+    key: str
+    kinds: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    stored: int = 0
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.kinds.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "bytes": self.bytes, **self.kinds, "stored": self.stored}
+
+
+def key_of(by: str) -> Any:
+    """The function giving a piece's row key for ``by``; ``None`` leaves the piece out of the rows
+    (overhead and PTX have no kernel)."""
+    if by in ("kernel", "family"):
+        families: dict[str, str] = {}
+
+        def kernel(p: Piece) -> str | None:
+            if not p.kernel:
+                return None
+            if by == "kernel":
+                return p.kernel
+            if p.kernel not in families:
+                families[p.kernel] = family(demangle_fast(p.kernel))
+            return families[p.kernel]
+        return kernel
+    if by in ("arch", "kind"):
+        return lambda p: getattr(p, by)
+    return lambda p: getattr(p.origin, by) or f"({by} unknown)"
+
+
+def rows(found: Iterable[Piece], by: str) -> list[Row]:
+    """Pieces summed by ``by``, largest first."""
+    key = key_of(by)
+    table: dict[str, Row] = {}
+    for p in found:
+        k = key(p)
+        if k is None:
+            continue
+        row = table.get(k)
+        if row is None:
+            row = table[k] = Row(k)
+        row.kinds[p.kind] += p.bytes
+        row.stored += p.stored
+    return sorted(table.values(), key=lambda r: (-r.bytes, r.key))
+
+
+def totals(found: Iterable[Piece]) -> dict[str, int]:
+    out = dict.fromkeys((*KINDS, "stored"), 0)
+    for p in found:
+        out[p.kind] += p.bytes
+        out["stored"] += p.stored
+    out["bytes"] = sum(out[k] for k in KINDS)
+    return out
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    kernel: str
+    arch: str
+    copies: tuple[tuple[str, str, int], ...]  # (source, object or file, bytes) of each copy
+
+    @property
+    def waste(self) -> int:
+        """The bytes beyond one copy: every copy but the largest."""
+        return sum(c[2] for c in self.copies) - max(c[2] for c in self.copies)
+
+
+def duplicates(found: Iterable[Piece]) -> list[Duplicate]:
+    """Kernels compiled, for one architecture, into more than one object (or, without a map, more than
+    one file): a template instantiated in several translation units. Largest waste first."""
+    copies: dict[tuple[str, str], dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
+    for p in found:
+        if p.kernel and p.origin.source not in (NOT_IN_MAP,):
+            unit = (p.origin.source, p.origin.object or p.origin.file)
+            copies[(p.kernel, p.arch)][unit] += p.bytes
+    out = [Duplicate(k, a, tuple((s, u, n) for (s, u), n in sorted(units.items())))
+           for (k, a), units in copies.items() if len(units) > 1]
+    return sorted(out, key=lambda d: (-d.waste, d.kernel, d.arch))
+
+
+# ---------------------------------------------------------------------------------------------- diffs
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str
+    old: int
+    new: int
+
+    @property
+    def delta(self) -> int:
+        return self.new - self.old
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "old": self.old, "new": self.new, "change": self.delta}
+
+
+def changes(old: Iterable[Piece], new: Iterable[Piece], by: str) -> list[Change]:
+    """Every key whose bytes changed, largest growth first, then the largest shrinking."""
+    before = {r.key: r.bytes for r in rows(old, by)}
+    after = {r.key: r.bytes for r in rows(new, by)}
+    found = [Change(k, before.get(k, 0), after.get(k, 0)) for k in before.keys() | after.keys()
+             if before.get(k, 0) != after.get(k, 0)]
+    return sorted(found, key=lambda c: (-c.delta, c.key))
+
+
+def kernel_sources(found: Iterable[Piece]) -> dict[str, set[str]]:
+    """kernel -> the sources its bytes are charged to."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for p in found:
+        if p.kernel:
+            out[p.kernel].add(p.origin.source)
+    return out

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import toolchains
-from conftest import BUILD_IDS
+from conftest import BUILD_IDS, example_wheel
 from fatbin_patch import patched
 from projects import Build, cmakes
 
@@ -43,22 +43,6 @@ def assert_example_map(doc: dict[str, Any]) -> None:
     assert found == EXAMPLE_KERNELS
 
 
-@pytest.fixture(scope="session")
-def our_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, ROOT])
-    (wheel,) = out.glob("kernel_symbol_map-*-py3-none-any.whl")
-    return wheel
-
-
-@pytest.fixture(scope="session")
-def clean_pip(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """pip in a fresh venv: build isolation then sees only our wheel, not this checkout."""
-    venv = tmp_path_factory.mktemp("venv")
-    run([sys.executable, "-m", "venv", venv])
-    return venv / "bin" / "pip"
-
-
 def test_wheel_ships_the_cmake_package(our_wheel: Path) -> None:
     with zipfile.ZipFile(our_wheel) as z:
         names = set(z.namelist())
@@ -70,11 +54,7 @@ def test_wheel_ships_the_cmake_package(our_wheel: Path) -> None:
 
 
 def _example_wheel(pip: Path, our_wheel: Path, out: Path, *config: str) -> dict[str, Any]:
-    nvcc = toolchains.require(toolchains.nvcc(), "nvcc")
-    run([pip, "wheel", "-q", EXAMPLE, "--find-links", our_wheel.parent, "-w", out,
-         "-C", "cmake.define.CMAKE_CUDA_ARCHITECTURES=80", "-C", f"cmake.define.CMAKE_CUDA_COMPILER={nvcc}",
-         "-C", f"build-dir={out / 'build'}", *config])
-    (wheel,) = out.glob("cuda_ext-*.whl")
+    wheel = example_wheel(pip, our_wheel, EXAMPLE, out, *config)
     with zipfile.ZipFile(wheel) as z:
         return json.loads(gzip.decompress(z.read("cuda_ext/kernel_symbol_map.json.gz")))
 

@@ -1,23 +1,39 @@
-"""Issue 21's measure: per-kernel SASS and cubin sizes, against cuobjdump -xelf and pyelftools.
+"""Issue 21: sizes measured, stored in the map, attributed, compared, gated and drawn.
 
-Every file of the CUDA corpus (objects, -rdc, compressed, a fatbin, a
-cubin, a shared library, an executable, an archive): the cubins cuobjdump
-13.5 extracts, read with pyelftools, give the same multiset of
-(architecture, kernel, ``.text.<kernel>`` bytes) and of cubin sizes as the
-native reader.
+- Every file of the CUDA corpus (objects, -rdc, compressed, a fatbin, a
+  cubin, a shared library, an executable, an archive): the cubins cuobjdump
+  13.5 extracts, read with pyelftools, give the same multiset of
+  (architecture, kernel, ``.text.<kernel>`` bytes) and of cubin sizes as the
+  native reader. HIP: the code objects clang-offload-bundler extracts, the
+  same per kernel (function symbol and descriptor sizes).
+- The example project's wheel, built by pip, and the same project where
+  ``attention.cu`` instantiates one more template kernel: the wheel's bytes
+  are charged to the map's sources; the template in two ``.cu`` files is a
+  duplicate; the diff names the source and the kernel with the bytes
+  pyelftools reads; ``--max-mb`` names them; the treemap renders in Chromium.
 """
 
 from __future__ import annotations
 
+import gzip
+import json
+import shutil
 import subprocess
+import zipfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import toolchains
+from conftest import example_wheel
 from elftools.elf.elffile import ELFFile
 
+from kernel_symbol_map.cli import main
+from kernel_symbol_map.consumer import sizereport
 from kernel_symbol_map.errors import FormatError
+from kernel_symbol_map.mapformat import validation
 from kernel_symbol_map.readers import sizes
+from kernel_symbol_map.readers._blob import Blob
 
 STO_CUDA_ENTRY = 0x10
 
@@ -57,7 +73,7 @@ def test_sass_sizes_equal_cuobjdump_xelf_read_by_pyelftools(cuda_corpus: dict[st
             subprocess.run([cuobjdumps["13.5"], "-xelf", "all", str(path)], cwd=out, capture_output=True, check=False)
             cubins = sorted(out.glob("*.cubin"))
         kernels, files = _independent(cubins)
-        ours_kernels = Counter((i.arch, k, n) for i in images for k, n in i.sass.items())
+        ours_kernels = Counter((i.arch, k, n) for i in images for k, n in i.code.items())
         ours_files = Counter((i.arch, i.size) for i in images)
         assert ours_kernels == kernels, name
         assert ours_files == files, name
@@ -68,9 +84,11 @@ def test_sass_sizes_equal_cuobjdump_xelf_read_by_pyelftools(cuda_corpus: dict[st
 def test_what_a_cubin_holds_adds_up(cuda_corpus: dict[str, Path]) -> None:
     for image in sizes.measure(cuda_corpus["gencode3.o"]):
         if image.kind == "cubin":
-            assert image.sass and image.overhead > 0
-            assert sum(image.sass.values()) + sum(image.owned.values()) + image.overhead == image.size
-            assert sum(image.apportioned().values()) <= image.stored
+            assert image.code and image.overhead > 0
+            assert sum(image.code.values()) + sum(image.owned.values()) + image.overhead == image.size
+            found = sizereport.pieces(sizereport.Origin("", "", "", "x"), image.arch, image.record())
+            assert sum(p.bytes for p in found) == image.size and sum(p.stored for p in found) == image.stored
+            assert all(p.stored >= 0 for p in found)
         else:
             assert image.kind == "ptx" and image.size >= image.stored > 0
 
@@ -94,10 +112,256 @@ def test_size_sums_by_kernel_and_reports_duplicates(cuda_corpus: dict[str, Path]
     doc = json.loads(capsys.readouterr().out)
     images = [i for p in (one, two) for i in sizes.measure(p) if i.kind == "cubin"]
     assert doc["schema"] == "kernel-symbol-map/size/1"
-    assert doc["totals"]["sass"] == sum(n for i in images for n in i.sass.values())
-    assert {r["key"] for r in doc["rows"]} == {k for i in images for k in i.sass}
-    assert {d["kernel"] for d in doc["duplicates"]} == set(images[0].sass)
+    assert doc["totals"]["code"] == sum(n for i in images for n in i.code.values())
+    assert {r["key"] for r in doc["rows"]} == {k for i in images for k in i.code}
+    assert {d["kernel"] for d in doc["duplicates"]} == set(images[0].code)
     first = images[0]
-    assert sum(d["bytes"] for d in doc["duplicates"]) == sum(first.sass.values()) + sum(first.owned.values())
+    assert sum(d["bytes"] for d in doc["duplicates"]) == sum(first.code.values()) + sum(first.owned.values())
     assert main(["size", str(one), "/nonexistent.o"]) == 1
     assert "ERROR" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------- HIP
+
+
+def _code_objects(path: Path, out: Path) -> list[Path]:
+    """The code objects clang-offload-bundler unbundles from ``path`` (an object's .hip_fatbin, a raw bundle)."""
+    if path.read_bytes()[:4] == b"\x7fELF" and ELFFile(path.open("rb")).header["e_machine"] == "EM_AMDGPU":
+        return [path]
+    bundler = toolchains.require(shutil.which("clang-offload-bundler-19"), "clang-offload-bundler-19 (clang-19)")
+    raw = out / f"{path.name}.hipfb"
+    if path.suffix == ".hipfb":
+        raw.write_bytes(path.read_bytes())
+    else:
+        subprocess.run(["objcopy", "-O", "binary", "--only-section=.hip_fatbin", str(path), str(raw)], check=True)
+    listed = subprocess.run([bundler, "--list", "--type=o", f"--input={raw}"], capture_output=True, text=True,
+                            check=True).stdout.split()
+    found = []
+    for target in (t for t in listed if not t.startswith("host-")):
+        co = out / f"{path.name}.{target.rsplit('-', 1)[1]}.co"
+        subprocess.run([bundler, "--unbundle", "--type=o", f"--input={raw}", f"--targets={target}", f"--output={co}"],
+                       check=True)
+        found.append(co)
+    return found
+
+
+def _amdgpu_kernels(co: Path) -> Counter[tuple[str, int, int]]:
+    """(kernel, function bytes, descriptor bytes) per kernel, read by pyelftools."""
+    with co.open("rb") as f:
+        symbols = {s.name: s for s in ELFFile(f).get_section_by_name(".symtab").iter_symbols()}
+    return Counter((n[:-3], symbols[n[:-3]]["st_size"], s["st_size"]) for n, s in symbols.items()
+                   if n.endswith(".kd") and s["st_shndx"] != "SHN_UNDEF")
+
+
+def test_hip_sizes_equal_clang_offload_bundler_read_by_pyelftools(hip_corpus: dict[str, Path], tmp_path: Path) -> None:
+    for name in ("hipcc.o", "clang.o", "clang_zstd.o", "clang_zlib.o", "raw.hipfb", "gfx90a.o"):
+        images = sizes.measure(hip_corpus[name])
+        assert images and all(i.kind == sizes.CODE_OBJECT for i in images), name
+        cos = _code_objects(hip_corpus[name], tmp_path)
+        theirs = sum((_amdgpu_kernels(co) for co in cos), Counter())
+        ours = Counter((k, n, i.owned[k]) for i in images for k, n in i.code.items())
+        assert ours == theirs and ours, name
+        assert Counter(i.size for i in images) == Counter(co.stat().st_size for co in cos), name
+        if name.startswith("clang_z"):  # compressed: the bundle's stored bytes are shared out
+            assert sum(i.stored for i in images) < sum(i.size for i in images)
+
+
+# --------------------------------------------------------------------------------------------- the example
+
+
+EXAMPLE = toolchains.DATA.parent.parent / "examples" / "cuda_ext"
+ADDED = "_ZN4demo16attention_kernelILi256EEEvPfPKfi"
+SCALE_FLOAT = "_ZN4demo12scale_kernelIfEEvPT_PKS1_S1_i"
+
+
+@pytest.fixture(scope="module")
+def wheels(our_wheel: Path, clean_pip: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The example's wheel, and the wheel of a copy where attention.cu instantiates attention_kernel<256>."""
+    out = tmp_path_factory.mktemp("size-wheels")
+    old = example_wheel(clean_pip, our_wheel, EXAMPLE, out / "old")
+    grown = out / "grown"
+    shutil.copytree(EXAMPLE, grown)
+    attention = grown / "csrc" / "attention.cu"
+    text = attention.read_text()
+    before = "  else attention_kernel<128><<<tokens, 128>>>(out, q, tokens);"
+    assert before in text
+    attention.write_text(text.replace(before, "  else if (head_dim == 128) attention_kernel<128><<<tokens, 128>>>(out, q, "
+                                      "tokens);\n  else attention_kernel<256><<<tokens, 256>>>(out, q, tokens);"))
+    return old, example_wheel(clean_pip, our_wheel, grown, out / "new")
+
+
+def _size_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert main(["size", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _wheel_cubins(wheel: Path, out: Path, cuobjdumps: dict[str, str]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(arch, kernel) -> (SASS, owned bytes) of every cubin in the wheel's libraries: cuobjdump -xelf, pyelftools."""
+    out.mkdir()
+    with zipfile.ZipFile(wheel) as z:
+        libraries = [n for n in z.namelist() if n.endswith(".so")]
+        z.extractall(out, libraries)
+    found: dict[tuple[str, str], tuple[int, int]] = {}
+    for library in libraries:
+        subprocess.run([cuobjdumps["13.5"], "-xelf", "all", str(out / library)], cwd=out, capture_output=True,
+                       check=True)
+    for cubin in out.glob("*.cubin"):
+        arch = "sm_" + cubin.name.rsplit(".sm_", 1)[1].split(".")[0]
+        with cubin.open("rb") as f:
+            elf = ELFFile(f)
+            names = [(s.name, s["sh_size"], s["sh_type"]) for s in elf.iter_sections()]
+        for name, size, _ in names:
+            if name.startswith(".text."):
+                kernel = name[len(".text."):]
+                owned = sum(n for other, n, kind in names if other.endswith("." + kernel) and other != name
+                            and kind != "SHT_NOBITS")
+                key = (arch, kernel)
+                code0, owned0 = found.get(key, (0, 0))
+                found[key] = (code0 + size, owned0 + owned)
+    return found
+
+
+def test_a_wheel_is_charged_to_the_sources_of_the_map_it_ships(wheels: tuple[Path, Path], tmp_path: Path,
+                                                              cuobjdumps: dict[str, str],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    old, _ = wheels
+    doc = _size_json(capsys, str(old), "--by", "source")
+    assert {r["key"] for r in doc["rows"]} == {"csrc/activation.cu", "csrc/attention.cu", "csrc/reduce.cu"}
+    theirs = _wheel_cubins(old, tmp_path / "x", cuobjdumps)
+    kernels = {r["key"]: r for r in _size_json(capsys, str(old), "--by", "kernel")["rows"]}
+    assert {k: (r["code"], r["owned"]) for k, r in kernels.items()} == {
+        k: tuple(sum(v[i] for (a, kk), v in theirs.items() if kk == k) for i in (0, 1)) for _, k in theirs}
+    # the map it ships holds the same bytes, per object and architecture
+    from_map = {r["key"]: r["bytes"] for r in _size_json(capsys, str(old.parent / "build" / "kernel_symbol_map.json.gz"),
+                                                         "--by", "source")["rows"]}
+    assert from_map == {r["key"]: r["bytes"] for r in doc["rows"]}
+
+
+def test_a_template_instantiated_in_two_sources_is_a_duplicate(wheels: tuple[Path, Path], tmp_path: Path,
+                                                               cuobjdumps: dict[str, str],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    old, _ = wheels
+    doc = _size_json(capsys, str(old))
+    (dup,) = doc["duplicates"]
+    assert (dup["kernel"], dup["arch"]) == (SCALE_FLOAT, "sm_80")
+    assert sorted(c["source"] for c in dup["copies"]) == ["csrc/activation.cu", "csrc/attention.cu"]
+    theirs = _wheel_cubins(old, tmp_path / "x", cuobjdumps)[("sm_80", SCALE_FLOAT)]
+    assert dup["bytes"] == sum(theirs) // 2  # two equal copies: one is waste
+    assert main(["size", str(old)]) == 0
+    assert f"duplicates: 1 kernel compiled into more than one object, {sum(theirs) // 2:,} B" in capsys.readouterr().out
+
+
+def test_the_diff_names_the_source_and_the_kernel_that_grew(wheels: tuple[Path, Path], tmp_path: Path,
+                                                            cuobjdumps: dict[str, str],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = wheels
+    doc = _size_json(capsys, str(old), str(new))
+    assert doc["schema"] == "kernel-symbol-map/size-diff/1"
+    code, owned = _wheel_cubins(new, tmp_path / "x", cuobjdumps)[("sm_80", ADDED)]
+    assert doc["added"] == [{"kernel": ADDED, "sources": ["csrc/attention.cu"], "bytes": code + owned}]
+    assert doc["removed"] == []
+    (source,) = doc["by"]["source"]
+    assert source["key"] == "csrc/attention.cu" and source["change"] == doc["change"] > code + owned
+    assert [c["key"] for c in doc["by"]["target"]] == ["_ops"]
+    assert doc["by"]["kernel"] == [{"key": ADDED, "old": 0, "new": code + owned, "change": code + owned}]
+    # the maps the wheels ship give the same diff
+    maps = [str(w.parent / "build" / "kernel_symbol_map.json.gz") for w in wheels]
+    assert _size_json(capsys, *maps)["by"] == doc["by"]
+    assert main(["size", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert f"{code + owned:>12,}  {ADDED}  (csrc/attention.cu)" in out
+
+
+def test_max_mb_fails_above_the_budget_and_names_the_growth(wheels: tuple[Path, Path],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = wheels
+    assert main(["size", str(old), str(new), "--max-mb", "1000"]) == 0
+    capsys.readouterr()
+    budget = (new.stat().st_size - 1) / (1 << 20)
+    assert main(["size", str(old), str(new), "--max-mb", f"{budget}"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ERROR") and "above the budget" in err[0]
+    assert "the largest sources: csrc/attention.cu" in err[0]
+    assert "the largest growth: csrc/attention.cu +" in err[0]
+
+
+def test_the_treemap_renders_in_headless_chromium(wheels: tuple[Path, Path], tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A real browser draws the page from disk with networking off: each target's colour fills its share."""
+    from PIL import Image
+
+    from kernel_symbol_map.consumer import treemap
+
+    chromium = toolchains.require(shutil.which("chromium"), "chromium (Debian package chromium)")
+    old, _ = wheels
+    page = tmp_path / "size.html"
+    assert main(["size", str(old), "--html", str(page)]) == 0
+    html = page.read_text()
+    assert "<script" not in html and "href=" not in html and "src=" not in html and "url(" not in html
+    shot = tmp_path / "shot.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    "--proxy-server=127.0.0.1:9", "--window-size=1200,900", f"--screenshot={shot}",
+                    page.as_uri()], capture_output=True, timeout=120, check=True)
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (1200, 900)
+    # the layout the page drew, and the pixels the browser drew for it
+    document = json.loads(gzip.decompress(zipfile.ZipFile(old).read("cuda_ext/kernel_symbol_map.json.gz")))
+    pieces = sizereport.join(_library_records(old), document).pieces
+    boxes = treemap.layout(treemap.tree(pieces))
+    targets = {b.node.label: b for b in boxes if b.depth == 1}
+    assert set(targets) == {"_ops", "_reduce"}
+    total = sum(b.w * b.h for b in targets.values())
+    assert total == pytest.approx(treemap.WIDTH * treemap.HEIGHT)
+    for box in targets.values():
+        share = box.node.value / sum(b.node.value for b in targets.values())
+        assert box.w * box.h / total == pytest.approx(share, rel=1e-6)
+    leaves = [b for b in boxes if b.depth == 3 and b.node.kernel and b.w > 20 and b.h > 20]
+    assert leaves
+    for box in leaves:  # a point inside, below the label: the leaf's own fill
+        x, y = int(box.x + box.w / 2), int(box.y + box.h - 5)
+        want = tuple(int(box.fill[i:i + 2], 16) for i in (1, 3, 5))
+        assert max(abs(a - b) for a, b in zip(image.getpixel((x, y)), want)) <= 3, (box.path, x, y)
+    below = image.crop((0, treemap.HEIGHT + 5, 1200, 900))  # the summary: dark text on white
+    assert min(below.getextrema()[0][0], below.getextrema()[1][0]) < 100  # dark text on white
+
+
+def _library_records(wheel: Path) -> list[tuple[str, list[tuple[str, dict]]]]:
+    out = []
+    with zipfile.ZipFile(wheel) as z:
+        for name in (n for n in z.namelist() if n.endswith(".so")):
+            blob = Blob.from_bytes(name, z.read(name))
+            out.append((name, [(i.arch, i.record()) for i in sizes.images(blob)]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- the map's field
+
+
+def test_the_map_field_is_validated_and_bad_sizes_are_one_error_line(wheels: tuple[Path, Path], tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    old, _ = wheels
+    document = json.loads(gzip.decompress((old.parent / "build" / "kernel_symbol_map.json.gz").read_bytes()))
+    assert validation.problems(document) == []
+    index, obj = next((i, o) for i, o in enumerate(document["objects"]) if "sizes" in o)
+    record = obj["sizes"]["sm_80"]
+    record["image"] = "big"
+    assert validation.problems(document) == [f"objects[{index}].sizes.sm_80.image: expected a count, not a string"]
+    record["image"] = 10  # less than its kernels' bytes
+    path = tmp_path / "bad.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(document).encode()))
+    assert main(["size", str(path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"objects[{index}]: sizes.sm_80: its kernels' bytes add up to more" in err[0]
+    for o in document["objects"]:  # a map from before issue 21: no sizes, said so
+        o.pop("sizes", None)
+    path.write_bytes(gzip.compress(json.dumps(document).encode()))
+    assert main(["size", str(path)]) == 0
+    assert "3 device objects without sizes" in capsys.readouterr().err
+
+
+def test_a_family_keeps_the_anonymous_namespace() -> None:
+    from kernel_symbol_map.consumer.kernelmap import family
+
+    assert family("void (anonymous namespace)::ak<int>(int*)") == "(anonymous namespace)::ak"
+    assert family("(anonymous namespace)::ak()") == "(anonymous namespace)::ak"
+    assert family("void ns::k<(anonymous namespace)::T>(int)") == "ns::k"

@@ -261,6 +261,10 @@ def assert_rocm_example_map(doc: dict[str, Any]) -> None:
         assert all("common_hip.cuh" not in d for d in o["deps"])
     assert {"csrc/common.cuh"} <= {d for o in doc["objects"] for d in o["deps"]}
     assert any("hip_compat.h" in n and "no original" in n for n in doc["notes"])
+    for o in doc["objects"]:  # issue 21: each code object's kernels sized, per gfx architecture
+        if o["symbols"]:
+            assert o["sizes"] and all(a.startswith("gfx") for a in o["sizes"])
+            assert all(set(r["code"]) == set(o["symbols"]) and all(r["code"].values()) for r in o["sizes"].values())
 
 
 def test_rocm_example_maps_the_sources_people_edit(tmp_path: Path) -> None:

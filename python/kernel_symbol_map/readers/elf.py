@@ -120,6 +120,15 @@ class ElfFile:
     def sections(self) -> tuple[Section, ...]:
         return tuple(self._section(i) for i in range(len(self._table[0])))
 
+    def headers(self) -> list[tuple[bytes, int, int, int]]:
+        """``(name, type, offset, size)`` of every section, the name left undecoded: for walks over the
+        thousands of sections of a cubin, where a :class:`Section` each costs more than the walk."""
+        raw, names = self._table
+        if raw and (any(h[0] >= len(names) for h in raw) or not names.endswith(b"\0")):
+            raise self.blob.error("a section name runs outside the section name table")
+        find = names.find
+        return [(names[h[0]:find(b"\0", h[0])], h[1], h[4], h[5]) for h in raw]
+
     def section(self, name: str) -> Section | None:
         """The first section called ``name``, found without decoding the other names."""
         raw, names = self._table

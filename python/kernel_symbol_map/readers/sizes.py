@@ -37,7 +37,7 @@ from .cuda import STO_CUDA_ENTRY
 from .devicecode import CUDA_SECTIONS, HIP_SECTION, OFFLOADING_SECTION, cubin_arch
 from .elf import EM_AMDGPU, EM_CUDA, SHN_UNDEF, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, STT_FUNC, ElfFile, is_elf
 
-TEXT = ".text."
+TEXT = b".text."
 CUBIN, CODE_OBJECT, PTX = "cubin", "code object", "ptx"
 
 
@@ -163,23 +163,30 @@ def cubin(elf: ElfFile, stored: int) -> Image:
     table = elf.symbol_table(SHT_SYMTAB)
     kernels = {s.name for s in (elf.iter_symbols(table, other_mask=STO_CUDA_ENTRY) if table else ())
                if s.type == STT_FUNC and s.shndx != SHN_UNDEF}
+    by_name = {k.encode(): k for k in kernels}  # section names are compared undecoded
     code: dict[str, int] = {}
     owned: dict[str, int] = dict.fromkeys(kernels, 0)
-    for section in elf.sections:
-        if section.type == SHT_NOBITS:
+    end = elf.blob.size
+    for name, kind, offset, size in elf.headers():
+        if kind == SHT_NOBITS:
             continue
-        elf.blob.check(section.offset, section.size, f"section {section.name}")  # a size is a claim: check it
-        name = section.name
-        if name.startswith(TEXT) and name[len(TEXT):] in owned:
-            code[name[len(TEXT):]] = section.size
-            continue
-        for suffix in _suffixes(name):  # the longest kernel name the section's name ends in
-            if suffix in owned:
-                owned[suffix] += section.size
+        if offset + size > end:  # a size is a claim: check it
+            elf.blob.check(offset, size, f"section {name.decode(errors='replace')}")
+        if name.startswith(TEXT):
+            kernel = by_name.get(name[len(TEXT):])
+            if kernel is not None:
+                code[kernel] = size
+                continue
+        at = name.find(b".", 1)
+        while at >= 0:  # each tail after a dot, longest first: .nv.info._Z1kv -> nv.info._Z1kv ... _Z1kv
+            kernel = by_name.get(name[at + 1 :])
+            if kernel is not None:
+                owned[kernel] += size
                 break
+            at = name.find(b".", at + 1)
     missing = kernels - code.keys()
     if missing:
-        raise FormatError(elf.blob.name, f"kernel {min(missing)} has no {TEXT}<kernel> section")
+        raise FormatError(elf.blob.name, f"kernel {min(missing)} has no .text.<kernel> section")
     return _checked(Image(cubin_arch(elf), CUBIN, elf.blob.size, stored, code, {k: v for k, v in owned.items() if v}),
                     elf.blob)
 
@@ -208,11 +215,3 @@ def _checked(image: Image, blob: Blob) -> Image:
         raise blob.error(f"its kernels' sizes add up to {image.size - image.overhead} bytes, more than the "
                          f"{image.size} of the image")
     return image
-
-
-def _suffixes(name: str) -> Iterator[str]:
-    """``.nv.info._Z1kv`` -> ``nv.info._Z1kv``, ``info._Z1kv``, ``_Z1kv``: each tail after a dot."""
-    at = name.find(".", 1)
-    while at >= 0:
-        yield name[at + 1 :]
-        at = name.find(".", at + 1)

@@ -1,0 +1,115 @@
+"""Issue 21: ``size`` against our own symbol reading, and per-kernel totals against cubloaty.
+
+    .venv/bin/python bench/bench_size.py LIB.so... [--runs 5] [--cubloaty PATH] [--wheel W.whl]
+
+Speed: ``size LIB...`` and ``symbols LIB...`` in fresh processes, run in
+turns (so that load beside the bench hits both alike); prints each one's
+seconds and peak memory (min and median) and the ratio of the medians. The
+budget is 1.5x. With ``--wheel``, also ``size`` on the whole wheel (each
+library unpacked to a temporary file and measured, then joined with the
+map the wheel ships, if any).
+
+cubloaty (``--cubloaty`` names its executable, PyPI ``cubloaty``): for each
+library, its JSON per kernel against ours. Its ``code`` category is a
+kernel's ``.text`` bytes, which must equal our machine code per kernel;
+its total also charges a kernel with its symbol-table entry, its name's
+bytes in the string tables, and sections linked to it by ``sh_info``, which
+we count as image overhead. The bench prints how many kernels agree on code
+and on the total, and the categories where the totals differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from _run import KSM, timed
+
+
+def speed(libraries: list[str], runs: int, wheel: str | None) -> None:
+    commands = {"symbols": [*KSM, "symbols", *libraries], "size": [*KSM, "size", *libraries]}
+    if wheel:
+        commands["size (wheel)"] = [*KSM, "size", wheel]
+    figures: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    timed(commands["symbols"])  # warm the page cache
+    for _ in range(runs):
+        for name, command in commands.items():
+            seconds, peak, _ = timed(command)
+            figures[name].append((seconds, peak))
+    mb = sum(Path(p).stat().st_size for p in libraries) / 1e6
+    print(f"{len(libraries)} libraries, {mb:.0f} MB, {runs} runs each, in turns")
+    for name, rows in figures.items():
+        secs = [s for s, _ in rows]
+        print(f"  {name:<14} {min(secs):6.2f} s min, {statistics.median(secs):6.2f} s median, "
+              f"peak {max(p for _, p in rows) / 2**20:.0f} MB")
+    ratio = statistics.median(s for s, _ in figures["size"]) / statistics.median(s for s, _ in figures["symbols"])
+    print(f"  size / symbols: {ratio:.2f}x (medians; the budget is 1.5x)")
+
+
+def cubloaty(tool: str, library: str) -> None:
+    out = subprocess.run([tool, "--format", "json", "--mangled", "--top", "0", library], capture_output=True,
+                         text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"cubloaty failed on {library}:\n{out.stderr}")
+    theirs = [k for k in json.loads(out.stdout)["kernels"] if k["kind"] == "kernel"]
+    ours = json.loads(subprocess.run([*KSM, "size", "--json", "--top", "0", "--by", "kernel", library],
+                                     capture_output=True, text=True, check=True).stdout)["rows"]
+    mine = {r["key"]: r for r in ours}
+    same_code = same_total = same_besides = 0
+    besides: Counter[str] = Counter()  # what cubloaty charges to kernels that we count elsewhere
+    left: Counter[str] = Counter()
+    missing = []
+    for k in theirs:
+        rows = [mine[n] for n in k["mangled"] if n in mine]
+        if not rows:
+            missing.append(k["mangled"][0])
+            continue
+        categories = k["by_category"]
+        code = sum(r["code"] for r in rows)
+        total = sum(r["code"] + r["owned"] for r in rows)
+        same_code += code == categories.get("code", 0)
+        same_total += total == k["size"]
+        elsewhere = {c: categories.get(c, 0) for c in ELSEWHERE}
+        besides.update(elsewhere)
+        if total == k["size"] - sum(elsewhere.values()):
+            same_besides += 1
+        else:
+            left[k["mangled"][0]] = k["size"] - sum(elsewhere.values()) - total
+    print(f"{library}: cubloaty {len(theirs)} kernels, ours {len(mine)}")
+    print(f"  machine code per kernel equal: {same_code} of {len(theirs)}; whole totals equal: {same_total}")
+    print(f"  totals equal once cubloaty's {' and '.join(ELSEWHERE)} bytes are left out: {same_besides} of "
+          f"{len(theirs)} ({', '.join(f'{c} {n:,} B' for c, n in besides.items())} in all)")
+    for name, n in left.most_common(5):
+        print(f"  still differs: {name} by {n:+,} B")
+    if missing:
+        print(f"  kernels cubloaty lists that we do not: {len(missing)}, e.g. {missing[0]}")
+
+
+# cubloaty charges each kernel its symbol-table entry and name strings, and its PTX; we count the tables
+# as the image's overhead and PTX per architecture (PTX names no kernel sizes).
+ELSEWHERE = ("symbols", "ptx")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("libraries", nargs="+")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--wheel")
+    parser.add_argument("--cubloaty", help="cubloaty's executable: compare per-kernel totals")
+    parser.add_argument("--no-speed", action="store_true")
+    args = parser.parse_args()
+    if not args.no_speed:
+        speed(args.libraries, args.runs, args.wheel)
+    if args.cubloaty:
+        for library in args.libraries:
+            cubloaty(args.cubloaty, library)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

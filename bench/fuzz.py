@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -47,12 +48,24 @@ RSS_LIMIT_MB = 512  # Python, atheris and the largest seed's working set stay fa
 MAX_LEN = 1 << 20  # inputs up to 1 MiB: long lines and deep nesting need room
 
 
+def _read_object(path: Path) -> Any:
+    """What ``build`` reads of an object: its kernels, then its images' sizes (issue 21)."""
+    from kernel_symbol_map.errors import FormatError
+    from kernel_symbol_map.readers.devicecode import read_kernels
+    from kernel_symbol_map.readers.sizes import measure
+
+    result = read_kernels(path)
+    try:
+        measure(path)
+    except FormatError:
+        pass  # the object keeps its kernels and has no sizes
+    return result
+
+
 def _reader(target: str):  # noqa: ANN202 - returns the reader of one file, typed per target
     """The reader ``target`` fuzzes: a function of a file path that may raise only our errors."""
     if target == "objects":
-        from kernel_symbol_map.readers.devicecode import read_kernels
-
-        return read_kernels
+        return _read_object
     if target == "map":
         return _consume_map
     if target in ("text", "jsonl", "nsys"):
@@ -216,7 +229,11 @@ def cli_cases(kind: str, bad: Path, good_map: Path, good_recording: Path, out: P
                                    str(good_recording), *CHANGED]),
                 ("merge", ["merge", str(out / "merged.json.gz"), str(good_map), str(bad)]),
                 ("diff", ["diff", str(good_map), str(bad)]), ("diff --json", ["diff", "--json", str(bad), str(good_map)]),
-                ("validate", ["validate", str(bad)]), ("validate --json", ["validate", "--json", str(bad)])]
+                ("validate", ["validate", str(bad)]), ("validate --json", ["validate", "--json", str(bad)]),
+                ("size", ["size", str(bad)]), ("size --json", ["size", "--json", "--by", "family", str(bad)]),
+                ("size diff", ["size", str(good_map), str(bad)])]
+    if kind == "objects":
+        return [("size", ["size", str(bad)]), ("size --json", ["size", "--json", "--by", "arch", str(bad)])]
     return [("select", ["select", "--map", str(good_map), "--recordings", str(bad), *CHANGED]),
             ("select --json", ["select", "--json", "--map", str(good_map), "--recordings", str(bad), *CHANGED])]
 

@@ -60,7 +60,7 @@ def _replay(target: str, seed: Path, read: object, tmp_path: Path) -> None:
 
 
 FOUND = sorted(fuzz.found())
-READ_BY_THE_CLI = [(t, p) for t, p in CASES if t in ("map", "jsonl", "text")]
+READ_BY_THE_CLI = [(t, p) for t, p in CASES if t in ("map", "jsonl", "text", "objects")]
 
 
 def test_every_crash_issue_22_found_is_kept() -> None:

@@ -91,6 +91,7 @@ def test_demo_builds_the_example_wheel(capsys: pytest.CaptureFixture[str], tmp_p
     out = capsys.readouterr().out
     assert "ships cuda_ext/kernel_symbol_map.json.gz" in out
     assert "_ops: 3 objects, 4 kernels" in out and "_reduce: 1 object, 2 kernels" in out
+    assert "  csrc/attention.cu\n" in out and "duplicates: 1 kernel compiled into more than one object" in out
 
 
 def test_messages_end_their_lines_when_stdout_and_stderr_share_a_pipe(tmp_path: Path) -> None:

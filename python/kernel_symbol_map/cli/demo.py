@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..buildtree.toolchain import find_nvcc
 from ..errors import ToolError
-from . import show
+from . import show, size
 from ._output import UsageError
 
 DESCRIPTION = """\
@@ -18,7 +18,7 @@ Build the bundled example as a user would, and show the map its wheel ships:
   1. build this checkout's wheel;
   2. in a fresh virtual environment, pip wheel the example (build isolation on;
      this package reachable through --find-links, as the README's adoption steps do);
-  3. show the map inside the example's wheel.
+  3. show the map inside the example's wheel, and the device code's bytes by source.
 Needs a source checkout (for the example) and nvcc. --workdir keeps the wheels."""
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -67,4 +67,8 @@ def run(args: argparse.Namespace) -> int:
         wheel = max((work / "dist").glob("*.whl"), key=lambda w: w.stat().st_mtime_ns)
         kept = f"kept in {work}" if args.workdir else "a temporary folder, removed when the demo ends (--workdir keeps it)"
         print(f"demo: {wheel.name} ships {MAP_IN_WHEEL} ({kept})\n", flush=True)
-        return show.run(argparse.Namespace(map=str(wheel), headers=3, json=False))
+        code = show.run(argparse.Namespace(map=str(wheel), headers=3, json=False))
+        print(f"\ndemo: the device code {wheel.name} ships, by source (kernel-symbol-map size)", flush=True)
+        sized = size.run(argparse.Namespace(paths=[str(wheel)], map=None, by="source", top=10, max_mb=None,
+                                            html=None, json=False, csv=False))
+        return max(code, sized)

@@ -365,3 +365,18 @@ def test_a_family_keeps_the_anonymous_namespace() -> None:
     assert family("void (anonymous namespace)::ak<int>(int*)") == "(anonymous namespace)::ak"
     assert family("(anonymous namespace)::ak()") == "(anonymous namespace)::ak"
     assert family("void ns::k<(anonymous namespace)::T>(int)") == "ns::k"
+
+
+def test_a_section_size_past_the_end_of_the_cubin_is_refused(cuda_corpus: dict[str, Path], tmp_path: Path) -> None:
+    """A section's size is a claim: one running past the cubin is an error, never bytes counted."""
+    data = bytearray(cuda_corpus["raw.cubin"].read_bytes())
+    with cuda_corpus["raw.cubin"].open("rb") as f:
+        elf = ELFFile(f)
+        index = next(i for i, s in enumerate(elf.iter_sections()) if s.name.startswith(".text."))
+        header = elf["e_shoff"] + index * elf["e_shentsize"]
+    data[header + 32:header + 40] = (len(data) * 2).to_bytes(8, "little")  # sh_size
+    bad = tmp_path / "bad.cubin"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match="runs past the end"):
+        sizes.measure(bad)
+    assert main(["size", str(bad)]) == 1

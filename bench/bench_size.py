@@ -1,6 +1,6 @@
 """Issue 21: ``size`` against our own symbol reading, and per-kernel totals against cubloaty.
 
-    .venv/bin/python bench/bench_size.py LIB.so... [--runs 5] [--cubloaty PATH] [--wheel W.whl]
+    .venv/bin/python bench/bench_size.py LIB.so... [--runs 5] [--cubloaty PATH] [--wheel W.whl] [--xelf]
 
 Speed: ``size LIB...`` and ``symbols LIB...`` in fresh processes, run in
 turns (so that load beside the bench hits both alike); prints each one's
@@ -8,6 +8,12 @@ seconds and peak memory (min and median) and the ratio of the medians. The
 budget is 1.5x. With ``--wheel``, also ``size`` on the whole wheel (each
 library unpacked to a temporary file and measured, then joined with the
 map the wheel ships, if any).
+
+Agreement (``--xelf``): the cubins cuobjdump 13.5 ``-xelf`` extracts from
+each library, read with pyelftools, against ``size``'s own reading: the
+multiset of (architecture, kernel, ``.text.<kernel>`` bytes) and of cubin
+sizes must be equal (the test suite does the same on every file of its
+corpus, with :func:`independent`).
 
 cubloaty (``--cubloaty`` names its executable, PyPI ``cubloaty``): for each
 library, its JSON per kernel against ours. Its ``code`` category is a
@@ -95,6 +101,47 @@ def cubloaty(tool: str, library: str) -> None:
 ELSEWHERE = ("symbols", "ptx")
 
 
+STO_CUDA_ENTRY = 0x10
+
+
+def independent(cubins: list[Path]) -> tuple[Counter[tuple[str, str, int]], Counter[tuple[str, int]]]:
+    """(arch, kernel, .text.<kernel> bytes) and (arch, cubin bytes) of cuobjdump's extracted cubins, read by
+    pyelftools: no line of this package's readers."""
+    from elftools.elf.elffile import ELFFile
+
+    kernels: Counter[tuple[str, str, int]] = Counter()
+    files: Counter[tuple[str, int]] = Counter()
+    for path in cubins:
+        arch = "sm_" + path.name.rsplit(".sm_", 1)[1].split(".")[0] if ".sm_" in path.name else "?"
+        with path.open("rb") as f:
+            elf = ELFFile(f)
+            sections = {s.name: s["sh_size"] for s in elf.iter_sections()}
+            table = elf.get_section_by_name(".symtab")
+            raw = table.data() if table else b""  # pyelftools decodes st_other as visibility only: its byte
+            for i, sym in enumerate(table.iter_symbols() if table else ()):
+                other = raw[i * table["sh_entsize"] + 5]
+                if sym["st_info"]["type"] == "STT_FUNC" and other & STO_CUDA_ENTRY and sym["st_shndx"] != "SHN_UNDEF":
+                    kernels[(arch, sym.name, sections[f".text.{sym.name}"])] += 1
+        files[(arch, path.stat().st_size)] += 1
+    return kernels, files
+
+
+def xelf(cuobjdump: str, library: str) -> None:
+    import tempfile
+
+    from kernel_symbol_map.readers import sizes
+
+    with tempfile.TemporaryDirectory(prefix="bench-xelf-") as tmp:
+        subprocess.run([cuobjdump, "-xelf", "all", str(Path(library).resolve())], cwd=tmp, capture_output=True,
+                       check=True)
+        kernels, files = independent(sorted(Path(tmp).glob("*.cubin")))
+    images = [i for i in sizes.measure(library) if i.kind == sizes.CUBIN]
+    ours = Counter((i.arch, k, n) for i in images for k, n in i.code.items())
+    verdict = "equal" if ours == kernels and Counter((i.arch, i.size) for i in images) == files else "DIFFERENT"
+    print(f"{library}: {sum(files.values())} cubins, {sum(kernels.values())} kernel images from cuobjdump -xelf "
+          f"and pyelftools; ours: {len(images)} cubins, {sum(ours.values())}: {verdict}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("libraries", nargs="+")
@@ -102,12 +149,14 @@ def main() -> None:
     parser.add_argument("--wheel")
     parser.add_argument("--cubloaty", help="cubloaty's executable: compare per-kernel totals")
     parser.add_argument("--no-speed", action="store_true")
+    parser.add_argument("--xelf", metavar="CUOBJDUMP", help="cross-check SASS sizes with this cuobjdump's -xelf")
     args = parser.parse_args()
     if not args.no_speed:
         speed(args.libraries, args.runs, args.wheel)
-    if args.cubloaty:
-        for library in args.libraries:
-            cubloaty(args.cubloaty, library)
+    for library in args.libraries if args.xelf else ():
+        xelf(args.xelf, library)
+    for library in args.libraries if args.cubloaty else ():
+        cubloaty(args.cubloaty, library)
     sys.stdout.flush()
 
 

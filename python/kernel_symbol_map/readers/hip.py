@@ -50,25 +50,27 @@ def is_bundle(blob: Blob) -> bool:
 
 def iter_bundles(blob: Blob) -> Iterator[Blob]:
     """Each bundle in a ``.hip_fatbin`` section (one per translation unit in a linked library)."""
-    for bundle, _stored in iter_stored_bundles(blob):
+    for bundle, _stored, _compressed in iter_stored_bundles(blob):
         yield bundle
 
 
-def iter_stored_bundles(blob: Blob) -> Iterator[tuple[Blob, int]]:
-    """Each bundle, plain (decompressed if it was stored compressed), and the bytes it takes in ``blob``."""
+def iter_stored_bundles(blob: Blob) -> Iterator[tuple[Blob, int, bool]]:
+    """Each bundle, plain (decompressed if it was stored compressed), the bytes it takes in ``blob``, and
+    whether they are compressed."""
     offset = 0
     while True:
         offset = _skip_zeros(blob, offset)
         if offset >= blob.size:
             return
         rest = blob.window(offset, blob.size - offset, "offload bundle")
-        if rest.startswith(CCOB_MAGIC):
+        compressed = rest.startswith(CCOB_MAGIC)
+        if compressed:
             inner, used = _decompress(rest)
         elif rest.startswith(BUNDLE_MAGIC):
             inner, used = rest, _plain_size(rest)
         else:
             raise blob.error("expected a clang offload bundle", offset)
-        yield inner, used
+        yield inner, used, compressed
         offset += used
 
 

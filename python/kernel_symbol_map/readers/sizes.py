@@ -140,23 +140,23 @@ def _from_fatbin(blob: Blob) -> Iterator[Image]:
     for entry in fatbin.iter_entries(blob):
         if entry.kind is fatbin.EntryKind.CUBIN:
             payload = Blob.from_bytes(f"{blob.name} [{entry.arch} cubin]", entry.payload(blob))
-            yield cubin(ElfFile(payload), entry.compressed_size)
+            yield cubin(ElfFile(payload), entry.compressed_size, entry.arch)  # sm_90a: the entry says "a"
         elif entry.kind is fatbin.EntryKind.PTX:
             yield Image(entry.arch, PTX, entry.uncompressed_size or entry.compressed_size, entry.compressed_size)
 
 
 def _from_bundles(blob: Blob) -> Iterator[Image]:
     """Code objects of each bundle; a compressed bundle's bytes are shared out by the entries' sizes."""
-    for bundle, stored in hip.iter_stored_bundles(blob):
+    for bundle, stored, compressed in hip.iter_stored_bundles(blob):
         entries = list(hip.iter_entries(bundle))
         total = sum(e.size for e in entries)
         for entry in entries:
             if entry.kind != "host" and entry.size and is_elf(entry.blob):  # bitcode is not final code
-                share = stored * entry.size // total if stored != bundle.size else entry.size
+                share = stored * entry.size // total if compressed else entry.size
                 yield code_object(ElfFile(entry.blob), entry.arch, share)
 
 
-def cubin(elf: ElfFile, stored: int) -> Image:
+def cubin(elf: ElfFile, stored: int, arch: str = "") -> Image:
     """A cubin's kernels (STO_CUDA_ENTRY functions) and what each owns, from its section headers."""
     if elf.machine != EM_CUDA:
         raise elf.blob.error(f"cubin has e_machine {elf.machine}, expected {EM_CUDA} (CUDA)")
@@ -187,7 +187,7 @@ def cubin(elf: ElfFile, stored: int) -> Image:
     missing = kernels - code.keys()
     if missing:
         raise FormatError(elf.blob.name, f"kernel {min(missing)} has no .text.<kernel> section")
-    return _checked(Image(cubin_arch(elf), CUBIN, elf.blob.size, stored, code, {k: v for k, v in owned.items() if v}),
+    return _checked(Image(arch or cubin_arch(elf), CUBIN, elf.blob.size, stored, code, {k: v for k, v in owned.items() if v}),
                     elf.blob)
 
 

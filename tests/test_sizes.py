@@ -19,6 +19,7 @@ import gzip
 import json
 import shutil
 import subprocess
+import sys
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -35,25 +36,8 @@ from kernel_symbol_map.mapformat import validation
 from kernel_symbol_map.readers import sizes
 from kernel_symbol_map.readers._blob import Blob
 
-STO_CUDA_ENTRY = 0x10
-
-
-def _independent(cubins: list[Path]) -> tuple[Counter[tuple[str, str, int]], Counter[tuple[str, int]]]:
-    kernels: Counter[tuple[str, str, int]] = Counter()
-    files: Counter[tuple[str, int]] = Counter()
-    for path in cubins:
-        arch = "sm_" + path.name.rsplit(".sm_", 1)[1].split(".")[0] if ".sm_" in path.name else "?"
-        with path.open("rb") as f:
-            elf = ELFFile(f)
-            sections = {s.name: s["sh_size"] for s in elf.iter_sections()}
-            table = elf.get_section_by_name(".symtab")
-            raw = table.data() if table else b""  # pyelftools decodes st_other as visibility only: its byte
-            for i, sym in enumerate(table.iter_symbols() if table else ()):
-                other = raw[i * table["sh_entsize"] + 5]
-                if sym["st_info"]["type"] == "STT_FUNC" and other & STO_CUDA_ENTRY and sym["st_shndx"] != "SHN_UNDEF":
-                    kernels[(arch, sym.name, sections[f".text.{sym.name}"])] += 1
-        files[(arch, path.stat().st_size)] += 1
-    return kernels, files
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from bench_size import independent  # noqa: E402 - cuobjdump's cubins read by pyelftools, as the bench does
 
 
 def test_sass_sizes_equal_cuobjdump_xelf_read_by_pyelftools(cuda_corpus: dict[str, Path],
@@ -72,7 +56,7 @@ def test_sass_sizes_equal_cuobjdump_xelf_read_by_pyelftools(cuda_corpus: dict[st
             out.mkdir()
             subprocess.run([cuobjdumps["13.5"], "-xelf", "all", str(path)], cwd=out, capture_output=True, check=False)
             cubins = sorted(out.glob("*.cubin"))
-        kernels, files = _independent(cubins)
+        kernels, files = independent(cubins)
         ours_kernels = Counter((i.arch, k, n) for i in images for k, n in i.code.items())
         ours_files = Counter((i.arch, i.size) for i in images)
         assert ours_kernels == kernels, name

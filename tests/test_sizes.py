@@ -328,10 +328,16 @@ def test_the_map_field_is_validated_and_bad_sizes_are_one_error_line(wheels: tup
     assert validation.problems(document) == []
     index, obj = next((i, o) for i, o in enumerate(document["objects"]) if "sizes" in o)
     record = obj["sizes"]["sm_80"]
-    record["image"] = "big"
+    image, record["image"] = record["image"], "big"
     assert validation.problems(document) == [f"objects[{index}].sizes.sm_80.image: expected a count, not a string"]
-    record["image"] = 10  # less than its kernels' bytes
+    record["image"] = image
+    record["code"].append(1)  # one size more than the object has symbols
     path = tmp_path / "bad.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(document).encode()))
+    assert main(["size", str(path)]) == 1
+    assert f"objects[{index}].sizes.sm_80.code: {len(obj['symbols']) + 1} sizes for" in capsys.readouterr().err
+    record["code"].pop()
+    record["image"] = 10  # less than its kernels' bytes
     path.write_bytes(gzip.compress(json.dumps(document).encode()))
     assert main(["size", str(path)]) == 1
     err = capsys.readouterr().err.strip().splitlines()

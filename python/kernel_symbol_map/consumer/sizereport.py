@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..errors import MapError
+from ..mapformat import sizes as map_sizes
 from .kernelmap import demangle_fast, family
 
 KINDS = ("code", "owned", "overhead", "ptx")
@@ -93,7 +94,7 @@ def from_map(document: Mapping[str, Any], where: str) -> Attribution:
             if o.get("symbols") or (o.get("device") and o.get("archs")):
                 out.unsized.append(o["object"])
             continue
-        for arch, record in sizes.items():
+        for arch, record in map_sizes.unpack(o["symbols"], sizes, f"{where}: objects[{i}]").items():
             found = pieces(_origin(o, where), arch, record, f"{where}: objects[{i}]")
             out.pieces.extend(_charged(found, definers, _origin(o, where)) if o.get("device_link") else found)
     return out
@@ -132,8 +133,8 @@ def join(binaries: Iterable[tuple[str, list[tuple[str, dict[str, Any]]]]], docum
     objects = document["objects"] if document else []
     definers = _definers(objects, where)
     exact: dict[tuple[str, frozenset[str], int, bool], list[Origin]] = defaultdict(list)
-    for o in objects:
-        for arch, record in (o.get("sizes") or {}).items():
+    for i, o in enumerate(objects):
+        for arch, record in map_sizes.unpack(o["symbols"], o.get("sizes") or {}, f"{where}: objects[{i}]").items():
             if not o.get("device_link"):
                 exact[_signature(arch, record)].append(_origin(o, where))
 

@@ -168,9 +168,9 @@ def _show(value: Any) -> str:
 
 STRINGS = _list_of(STRING)
 ERROR = _record({"object": STRING, "source": STRING, "error": TEXT}, {"target": STRING})
-# One device image's bytes per architecture (issue 21): readers.sizes.Image.record's form.
+# One device image's bytes per architecture (issue 21), kernels' in the order of "symbols" (mapformat.sizes).
 SIZES = _mapping_of(_record({"image": COUNT, "stored": COUNT},
-                            {"ptx": BOOLEAN, "code": _mapping_of(COUNT), "owned": _mapping_of(COUNT)}))
+                            {"ptx": BOOLEAN, "code": _list_of(COUNT), "owned": _list_of(COUNT)}))
 OBJECT = _record(
     {"source": STRING, "target": STRING, "object": STRING, "device": BOOLEAN, "symbols": STRINGS,
      "deps": STRINGS},

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import mapformat
+from ..mapformat import sizes as map_sizes
 from .._statefile import stat_key
 from .._version import __version__
 from ..buildtree.model import NOT_BUILT, BuildTree, TreeObject
@@ -118,8 +119,9 @@ def _entry(
         entry["unity_sources"] = sorted({relative(mirrors.resolve(u)[0]) for u in obj.unity_sources})
     if obj.device_link:
         entry["device_link"] = True
-    if sizes:
-        entry["sizes"] = sizes
+    packed = map_sizes.pack(entry["symbols"], sizes) if sizes else None
+    if packed:
+        entry["sizes"] = packed
     if obj.scanned:  # CMake's own scan: project headers only, no system or toolkit headers
         entry["deps_from"] = "cmake-scan"
     elif obj.device_side:  # clang: the depfile's host job, and the preprocessor re-run per architecture

@@ -220,7 +220,7 @@ def _report(args: argparse.Namespace, by: str, found: list[Any], inputs: list[In
         waste = sum(d.waste for d in duplicates)
         top = duplicates[0]
         print(f"duplicates: {plural(len(duplicates), 'kernel')} compiled into more than one "
-              f"{'object' if any(i.mapped for i in inputs) else 'input'}, {waste:,} B beyond one copy each; "
+              f"{'object' if any(i.mapped for i in inputs) else 'image'}, {waste:,} B beyond one copy each; "
               f"the largest: {top.kernel} ({top.arch}, {len(top.copies)} copies: "
               f"{', '.join(sorted({s or u for s, u, _ in top.copies}))})")
 

@@ -12,6 +12,8 @@ Where a piece is charged:
 
 - a map's object: to its source and target. A device-link object's kernels
   go to the sources whose objects define them; its overhead stays with it.
+- binaries without a map: each image (``lib.so#3``, the fourth of the
+  file) is a unit of its own, so that a kernel in two images is a duplicate.
 - a library measured beside its map (a wheel): an image whose kernels and
   size equal one object's is that object's; any other image (device-linked)
   is charged kernel by kernel to the objects defining each kernel, split
@@ -20,7 +22,7 @@ Where a piece is charged:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -141,13 +143,13 @@ def join(binaries: Iterable[tuple[str, list[tuple[str, dict[str, Any]]]]], docum
     for file, records in binaries:
         unclaimed = {k: list(v) for k, v in exact.items()}  # each object's image is in a library once
         here: dict[str, list[Origin]] | None = None  # the definers, as found in this file
-        for arch, record in records:
+        for n, (arch, record) in enumerate(records):
             candidates = unclaimed.get(_signature(arch, record))
             if candidates:  # compiled as one object: the library holds that object's image as it is
                 owner = candidates.pop(0) if len(candidates) > 1 else candidates[0]
                 out.pieces.extend(pieces(Origin(owner.source, owner.target, owner.object, file), arch, record, file))
-            elif document is None:
-                out.pieces.extend(pieces(Origin("", "", "", file), arch, record, file))
+            elif document is None:  # each image its own unit: a kernel in two images of a library is a duplicate
+                out.pieces.extend(pieces(Origin("", "", f"{file}#{n}", file), arch, record, file))
             else:
                 if here is None:
                     here = {k: [Origin(o.source, o.target, o.object, file) for o in v] for k, v in definers.items()}
@@ -200,17 +202,19 @@ def key_of(by: str) -> Any:
 def rows(found: Iterable[Piece], by: str) -> list[Row]:
     """Pieces summed by ``by``, largest first."""
     key = key_of(by)
-    table: dict[str, Row] = {}
+    slot = {kind: i for i, kind in enumerate(KINDS)}
+    sums: dict[str, list[int]] = {}  # key -> bytes per kind, then stored: lists, not Rows, in the loop
     for p in found:
         k = key(p)
         if k is None:
             continue
-        row = table.get(k)
+        row = sums.get(k)
         if row is None:
-            row = table[k] = Row(k)
-        row.kinds[p.kind] += p.bytes
-        row.stored += p.stored
-    return sorted(table.values(), key=lambda r: (-r.bytes, r.key))
+            row = sums[k] = [0] * (len(KINDS) + 1)
+        row[slot[p.kind]] += p.bytes
+        row[-1] += p.stored
+    out = [Row(k, dict(zip(KINDS, row)), row[-1]) for k, row in sums.items()]
+    return sorted(out, key=lambda r: (-r.bytes, r.key))
 
 
 def totals(found: Iterable[Piece]) -> dict[str, int]:
@@ -237,13 +241,16 @@ class Duplicate:
 def duplicates(found: Iterable[Piece]) -> list[Duplicate]:
     """Kernels compiled, for one architecture, into more than one object (or, without a map, more than
     one file): a template instantiated in several translation units. Largest waste first."""
-    copies: dict[tuple[str, str], dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
+    per: dict[tuple[str, str, str, str], int] = defaultdict(int)  # (kernel, arch, source, unit) -> bytes
     for p in found:
-        if p.kernel and p.origin.source not in (NOT_IN_MAP,):
-            unit = (p.origin.source, p.origin.object or p.origin.file)
-            copies[(p.kernel, p.arch)][unit] += p.bytes
-    out = [Duplicate(k, a, tuple((s, u, n) for (s, u), n in sorted(units.items())))
-           for (k, a), units in copies.items() if len(units) > 1]
+        if p.kernel and p.origin.source != NOT_IN_MAP:
+            per[(p.kernel, p.arch, p.origin.source, p.origin.object or p.origin.file)] += p.bytes
+    units = Counter((k, a) for k, a, _, _ in per)
+    copies: dict[tuple[str, str], list[tuple[str, str, int]]] = defaultdict(list)
+    for (k, a, source, unit), n in per.items():
+        if units[(k, a)] > 1:
+            copies[(k, a)].append((source, unit, n))
+    out = [Duplicate(k, a, tuple(sorted(found))) for (k, a), found in copies.items()]
     return sorted(out, key=lambda d: (-d.waste, d.kernel, d.arch))
 
 

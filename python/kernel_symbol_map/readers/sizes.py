@@ -164,6 +164,7 @@ def cubin(elf: ElfFile, stored: int, arch: str = "") -> Image:
     kernels = {s.name for s in (elf.iter_symbols(table, other_mask=STO_CUDA_ENTRY) if table else ())
                if s.type == STT_FUNC and s.shndx != SHN_UNDEF}
     by_name = {k.encode(): k for k in kernels}  # section names are compared undecoded
+    dotted = any(b"." in k for k in by_name)  # else only the tail after a name's last dot can be a kernel
     code: dict[str, int] = {}
     owned: dict[str, int] = dict.fromkeys(kernels, 0)
     end = elf.blob.size
@@ -172,18 +173,17 @@ def cubin(elf: ElfFile, stored: int, arch: str = "") -> Image:
             continue
         if offset + size > end:  # a size is a claim: check it
             elf.blob.check(offset, size, f"section {name.decode(errors='replace')}")
-        if name.startswith(TEXT):
-            kernel = by_name.get(name[len(TEXT):])
-            if kernel is not None:
-                code[kernel] = size
-                continue
-        at = name.find(b".", 1)
-        while at >= 0:  # each tail after a dot, longest first: .nv.info._Z1kv -> nv.info._Z1kv ... _Z1kv
-            kernel = by_name.get(name[at + 1 :])
-            if kernel is not None:
-                owned[kernel] += size
-                break
-            at = name.find(b".", at + 1)
+        at = name.rfind(b".")
+        tail = name[at + 1 :] if at >= 1 else None
+        kernel = by_name.get(tail) if tail is not None else None
+        if dotted:
+            kernel = _longest_tail(name, by_name)
+        if kernel is None:
+            continue
+        if name.startswith(TEXT) and len(name) == len(TEXT) + len(kernel.encode()):
+            code[kernel] = size
+        else:
+            owned[kernel] += size
     missing = kernels - code.keys()
     if missing:
         raise FormatError(elf.blob.name, f"kernel {min(missing)} has no .text.<kernel> section")
@@ -215,3 +215,15 @@ def _checked(image: Image, blob: Blob) -> Image:
         raise blob.error(f"its kernels' sizes add up to {image.size - image.overhead} bytes, more than the "
                          f"{image.size} of the image")
     return image
+
+
+def _longest_tail(name: bytes, kernels: dict[bytes, str]) -> str | None:
+    """The kernel the section is named for when kernel names hold dots: each tail after a dot, longest
+    first (``.nv.info.a.b`` -> ``nv.info.a.b``, ``info.a.b``, ``a.b``, ``b``)."""
+    at = name.find(b".", 1)
+    while at >= 0:
+        kernel = kernels.get(name[at + 1 :])
+        if kernel is not None:
+            return kernel
+        at = name.find(b".", at + 1)
+    return None

@@ -62,14 +62,9 @@ def pieces(origin: Origin, arch: str, record: Mapping[str, Any], where: str = ""
     overhead = image - sum(code.values()) - sum(owned.values())
     if overhead < 0:
         raise MapError(f"{where or origin.file}: sizes.{arch}: its kernels' bytes add up to more than its image")
-    out = []
-    given = 0
-    for kind, table in (("code", code), ("owned", owned)):
-        for k, n in table.items():
-            share = stored * n // image if image else 0
-            out.append(Piece(origin, arch, kind, k, n, share))
-            given += share
-    out.append(Piece(origin, arch, "overhead", "", overhead, stored - given))
+    out = [Piece(origin, arch, kind, k, n, stored * n // image if image else 0)
+           for kind, table in (("code", code), ("owned", owned)) for k, n in table.items()]
+    out.append(Piece(origin, arch, "overhead", "", overhead, stored - sum(p.stored for p in out)))
     return out
 
 

@@ -124,7 +124,7 @@ class ElfFile:
         """``(name, type, offset, size)`` of every section, the name left undecoded: for walks over the
         thousands of sections of a cubin, where a :class:`Section` each costs more than the walk."""
         raw, names = self._table
-        if raw and (any(h[0] >= len(names) for h in raw) or not names.endswith(b"\0")):
+        if raw and (max(raw)[0] >= len(names) or not names.endswith(b"\0")):  # max: the largest name offset
             raise self.blob.error("a section name runs outside the section name table")
         find = names.find
         return [(names[h[0]:find(b"\0", h[0])], h[1], h[4], h[5]) for h in raw]

@@ -370,3 +370,27 @@ def test_a_section_size_past_the_end_of_the_cubin_is_refused(cuda_corpus: dict[s
     with pytest.raises(FormatError, match="runs past the end"):
         sizes.measure(bad)
     assert main(["size", str(bad)]) == 1
+
+
+def test_squarify_fills_the_rectangle_without_overlap() -> None:
+    """Bruls, Huizing and van Wijk's own example (6, 6, 4, 3, 2, 2, 1 in 6 x 4), and 2,000 random values."""
+    import itertools
+    import random
+
+    from kernel_symbol_map.consumer.treemap import squarify
+
+    paper = squarify([6, 6, 4, 3, 2, 2, 1], 0, 0, 6, 4)
+    assert [tuple(round(v, 3) for v in r) for r in paper[:2]] == [(0, 0, 3, 2), (0, 2, 3, 2)]
+    rng = random.Random(21)
+    for values, (w, h) in (([6, 6, 4, 3, 2, 2, 1], (6, 4)),
+                           (sorted((rng.randint(1, 10**6) for _ in range(2000)), reverse=True), (1200, 720))):
+        rects = squarify(values, 0, 0, w, h)
+        assert sum(a * b for _, _, a, b in rects) == pytest.approx(w * h)
+        for (x, y, a, b), v in zip(rects, values):
+            assert -1e-6 <= x and x + a <= w + 1e-6 and -1e-6 <= y and y + b <= h + 1e-6
+            assert a * b == pytest.approx(v * w * h / sum(values))
+        if len(values) < 100:
+            for p, q in itertools.combinations(rects, 2):
+                overlap_x = min(p[0] + p[2], q[0] + q[2]) - max(p[0], q[0])
+                overlap_y = min(p[1] + p[3], q[1] + q[3]) - max(p[1], q[1])
+                assert overlap_x <= 1e-9 or overlap_y <= 1e-9

@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
         for message in i.failed:
             error(message)
         if i.unsized:
-            warning(f"{i.name}: {plural(len(i.unsized), 'device object')} without sizes (a map from before "
-                    f"issue 21, or bitcode only), e.g. {i.unsized[0]}")
+            warning(f"{i.name}: {plural(len(i.unsized), 'device object')} without sizes (a map written before "
+                    f"maps kept sizes, or bitcode only): their bytes are not counted, e.g. {i.unsized[0]}")
     if all(not i.pieces and i.failed for i in inputs):
         return EXIT_INPUT
     mapped = any(i.mapped for i in inputs) or args.map is not None
@@ -150,7 +150,7 @@ def _measured(path: Path, name: str, into: Input) -> list[tuple[str, dict[str, A
     try:
         return [(i.arch, i.record()) for i in measure(path)]
     except FormatError as e:
-        into.failed.append(f"{name}: {e.reason}" if e.path == str(path) else str(e))
+        into.failed.append(str(e).replace(str(path), name, 1))  # a wheel's member: named, not its temporary copy
         return None
 
 
@@ -308,6 +308,6 @@ def _treemap(path: Path, found: list[Any], names: list[str]) -> None:
         summary += [f"target {r.key}: {r.bytes:,} B" for r in sizereport.rows(found, "target")[:10]]
         text = treemap.html(found, title, summary)
     try:
-        _atomic.replace(path, text.encode())
+        _atomic.replace(path, text.encode(), mode=0o644)
     except OSError as e:
         raise UsageError(f"--html {path}: {e.strerror or e}") from None

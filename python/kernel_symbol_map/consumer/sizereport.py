@@ -72,7 +72,6 @@ def pieces(origin: Origin, arch: str, record: Mapping[str, Any], where: str = ""
 class Attribution:
     pieces: list[Piece] = field(default_factory=list)
     unsized: list[str] = field(default_factory=list)  # device objects whose map holds no sizes
-    notes: list[str] = field(default_factory=list)
 
 
 def _origin(o: Mapping[str, Any], file: str) -> Origin:

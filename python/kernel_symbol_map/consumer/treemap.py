@@ -23,6 +23,7 @@ HEADER = (18, 15)  # label band of a target, of a source
 PAD = 2
 FONT = 11
 CHAR = 6.4  # px per character at FONT, for deciding what fits
+MIN_AREA = 2.0  # px^2: smaller boxes are left out of the picture (their bytes stay in their parents)
 
 
 @dataclass
@@ -82,12 +83,18 @@ def squarify(values: list[int], x: float, y: float, w: float, h: float) -> list[
     i = 0
     while i < len(areas):
         side = min(w, h)
-        row = [areas[i]]
+        start, first = i, areas[i]
+        total_row, smallest, largest = first, first, first  # the row's sum, min and max: no re-summing
         i += 1
-        while i < len(areas) and _worst(row + [areas[i]], side) <= _worst(row, side):
-            row.append(areas[i])
+        while i < len(areas):
+            a = areas[i]
+            grown = _worst(total_row + a, min(smallest, a), max(largest, a), side)
+            if grown > _worst(total_row, smallest, largest, side):
+                break
+            total_row, smallest, largest = total_row + a, min(smallest, a), max(largest, a)
             i += 1
-        thick = sum(row) / side
+        row = areas[start:i]
+        thick = total_row / side
         at = 0.0
         for a in row:
             length = a / thick if thick else 0.0
@@ -100,11 +107,11 @@ def squarify(values: list[int], x: float, y: float, w: float, h: float) -> list[
     return out
 
 
-def _worst(row: list[float], side: float) -> float:
-    s = sum(row)
-    if not s or not side:
+def _worst(total: float, smallest: float, largest: float, side: float) -> float:
+    """The worst aspect ratio in a row of areas with this sum, min and max, laid along ``side``."""
+    if not total or not side or smallest <= 0:
         return float("inf")
-    return max(max(side * side * r / (s * s), (s * s) / (side * side * r)) for r in row if r > 0)
+    return max(side * side * largest / (total * total), (total * total) / (side * side * smallest))
 
 
 def layout(root: Node, width: int = WIDTH, height: int = HEIGHT) -> list[Box]:
@@ -143,7 +150,7 @@ def svg(found: Iterable[Piece], title: str, width: int = WIDTH, height: int = HE
            f"<title>{escape(title)}: {root.value:,} bytes</title>",
            f'<rect width="{width}" height="{height}" fill="#ffffff"/>']
     for box in layout(root, width, height):
-        if box.w < 0.5 or box.h < 0.5:
+        if box.w * box.h < MIN_AREA:  # below a pixel or two: invisible, and vLLM has 30,000 of them
             continue
         share = box.node.value / root.value if root.value else 0.0
         tip = " / ".join(box.path) + f": {box.node.value:,} bytes ({share:.1%})"

@@ -216,13 +216,26 @@ def _report(args: argparse.Namespace, by: str, found: list[Any], inputs: list[In
     if len(ranked) > len(shown):
         print(f"... {len(ranked) - len(shown)} more (--top 0 for all)")
     print(_totals_line(totals))
+    files = [i for i in inputs if i.kind != "map"]
+    if files:  # what else the files hold: host code and data, and device code outside the fatbin sections
+        weight = sum(i.file_bytes for i in files)
+        stored = sum(p.stored for i in files for p in i.pieces)
+        print(f"files: {weight:,} B, of which device images store {stored:,} B ({stored / weight:.0%}); the rest is "
+              "host code and data (and any device code kept outside .nv_fatbin, which cuobjdump lists neither)"
+              if weight else "files: empty")
     if duplicates:
         waste = sum(d.waste for d in duplicates)
         top = duplicates[0]
         print(f"duplicates: {plural(len(duplicates), 'kernel')} compiled into more than one "
               f"{'object' if any(i.mapped for i in inputs) else 'image'}, {waste:,} B beyond one copy each; "
-              f"the largest: {top.kernel} ({top.arch}, {len(top.copies)} copies: "
-              f"{', '.join(sorted({s or u for s, u, _ in top.copies}))})")
+              f"the largest: {top.kernel} ({top.arch}, {len(top.copies)} copies: {_some(s or u for s, u, _ in top.copies)})")
+
+
+def _some(names: Any, most: int = 3) -> str:
+    """``a, b, c and 1,121 more``: a list people read in one line."""
+    found = sorted(set(names))
+    shown = ", ".join(found[:most])
+    return shown if len(found) <= most else f"{shown} and {len(found) - most:,} more"
 
 
 def _totals_line(t: dict[str, int]) -> str:

@@ -90,8 +90,11 @@ def cubloaty(tool: str, library: str) -> None:
     print(f"  machine code per kernel equal: {same_code} of {len(theirs)}; whole totals equal: {same_total}")
     print(f"  totals equal once cubloaty's {' and '.join(ELSEWHERE)} bytes are left out: {same_besides} of "
           f"{len(theirs)} ({', '.join(f'{c} {n:,} B' for c, n in besides.items())} in all)")
-    for name, n in left.most_common(5):
-        print(f"  still differs: {name} by {n:+,} B")
+    entries = sum(1 for n in left.values() if n % 24 == 0)
+    print(f"  of the {len(left)} others, {entries} differ by whole 24-byte Elf64_Sym entries (a kernel's entries in "
+          f".nv.merc.symtab, which cubloaty files as 'merc'), {len(left) - entries} by other bytes")
+    for name, n in sorted(((k, v) for k, v in left.items() if v % 24), key=lambda kv: -abs(kv[1]))[:3]:
+        print(f"  e.g. {name} by {n:+,} B")
     if missing:
         print(f"  kernels cubloaty lists that we do not: {len(missing)}, e.g. {missing[0]}")
 

@@ -45,6 +45,7 @@ CUDA_OBJECTS: dict[str, list[str]] = {
     "compress_all.o": ["-c", "k.cu", *SM80, "-Xfatbin=-compress-all"],
     "debug.o": ["-c", "k.cu", "-G", *SM80],
     "arch_specific.o": ["-c", "k.cu", "-gencode=arch=compute_90a,code=sm_90a"],  # the fatbin entry says "a"
+    "module_names.cubin": ["-cubin", "names.cu", "-arch=sm_90"],  # kernels called info, init, entry
     "k2.o": ["-c", "k2.cu", *SM80],
     "raw.fatbin": ["-fatbin", "k.cu", *GENCODE3],
     "raw.cubin": ["-cubin", "k.cu", "-arch=sm_90"],

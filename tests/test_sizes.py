@@ -260,6 +260,7 @@ def test_max_mb_fails_above_the_budget_and_names_the_growth(wheels: tuple[Path, 
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     old, new = wheels
     assert main(["size", str(old), str(new), "--max-mb", "1000"]) == 0
+    assert main(["size", str(old), str(new), "--max-mb", f"{(new.stat().st_size + 1) / (1 << 20)}"]) == 0  # NEW's
     capsys.readouterr()
     budget = (new.stat().st_size - 1) / (1 << 20)
     assert main(["size", str(old), str(new), "--max-mb", f"{budget}"]) == 1
@@ -328,8 +329,11 @@ def test_the_map_field_is_validated_and_bad_sizes_are_one_error_line(wheels: tup
     assert validation.problems(document) == []
     index, obj = next((i, o) for i, o in enumerate(document["objects"]) if "sizes" in o)
     record = obj["sizes"]["sm_80"]
-    image, record["image"] = record["image"], "big"
-    assert validation.problems(document) == [f"objects[{index}].sizes.sm_80.image: expected a count, not a string"]
+    image = record["image"]
+    for bad in ("big", 10.5, float("inf"), 10**400, -1, True):
+        record["image"] = bad
+        assert validation.problems(document) == [
+            f"objects[{index}].sizes.sm_80.image: expected a whole number of bytes, not {validation._show(bad)}"]
     record["image"] = image
     record["code"].append(1)  # one size more than the object has symbols
     path = tmp_path / "bad.json.gz"
@@ -394,3 +398,120 @@ def test_squarify_fills_the_rectangle_without_overlap() -> None:
                 overlap_x = min(p[0] + p[2], q[0] + q[2]) - max(p[0], q[0])
                 overlap_y = min(p[1] + p[3], q[1] + q[3]) - max(p[1], q[1])
                 assert overlap_x <= 1e-9 or overlap_y <= 1e-9
+
+
+# --------------------------------------------------------------------------------------------- the review's cases
+
+
+def test_sections_of_the_module_are_not_a_kernels_that_shares_their_name(cuda_corpus: dict[str, Path]) -> None:
+    """``.nv.info`` is the module's, beside an extern "C" kernel called ``info``; ``.nv.info.info`` is the kernel's."""
+    (image,) = sizes.measure(cuda_corpus["module_names.cubin"])
+    with cuda_corpus["module_names.cubin"].open("rb") as f:
+        found = {s.name: s["sh_size"] for s in ELFFile(f).iter_sections() if s["sh_type"] != "SHT_NOBITS"}
+    assert ".nv.info" in found
+    for kernel in ("info", "init", "entry"):
+        assert image.code[kernel] == found[f".text.{kernel}"]
+        assert image.owned[kernel] == sum(n for name, n in found.items()
+                                          if name.endswith("." + kernel) and name.count(".") >= 3)
+
+
+def test_a_compressed_ptx_entry_that_claims_too_much_is_refused(cuda_corpus: dict[str, Path], tmp_path: Path) -> None:
+    from fatbin_patch import patched, read_field
+
+    data = cuda_corpus["compress_default.o"].read_bytes()
+    ptx = next(i for i in range(4) if read_field(data, "entry.kind", i) == 1)
+    bad = tmp_path / "claims.o"
+    bad.write_bytes(patched(data, "entry.uncompressed_size", 1 << 60, ptx))
+    with pytest.raises(FormatError, match="PTX claims"):
+        sizes.measure(bad)
+    ours = [i for i in sizes.measure(cuda_corpus["compress_default.o"]) if i.kind == sizes.PTX]
+    assert [i.size for i in ours] == [read_field(data, "entry.uncompressed_size", ptx)]
+
+
+def _record(kernels: dict[str, int], image: int) -> dict:
+    return {"image": image, "stored": image, "code": kernels}
+
+
+def _object(name: str, target: str, kernels: dict[str, int], image: int, **extra: object) -> dict:
+    from kernel_symbol_map.mapformat import sizes as map_sizes
+
+    symbols = sorted(kernels)
+    return {"source": f"csrc/{name}.cu", "target": target, "object": f"{name}.o", "device": True,
+            "symbols": symbols, "deps": [], "sizes": map_sizes.pack(symbols, {"sm_90": _record(kernels, image)}),
+            **extra}
+
+
+def _document(*objects: dict) -> dict:
+    return {"version": 1, "incomplete": False, "objects": list(objects), "errors": []}
+
+
+def test_two_libraries_with_equal_images_are_charged_to_two_objects() -> None:
+    """One object's image is in one library: the second equal image is the other object's, by its target."""
+    document = _document(_object("a", "liba", {"K": 300}, 1000), _object("b", "libb", {"K": 300}, 1000))
+    libraries = [("pkg/libb.so", [("sm_90", _record({"K": 300}, 1000))]),
+                 ("pkg/liba.so", [("sm_90", _record({"K": 300}, 1000))])]
+    found = sizereport.join(libraries, document).pieces
+    assert {r.key: r.bytes for r in sizereport.rows(found, "source")} == {"csrc/a.cu": 1000, "csrc/b.cu": 1000}
+    assert {(p.origin.target, p.origin.file) for p in found} == {("liba", "pkg/liba.so"), ("libb", "pkg/libb.so")}
+    (dup,) = sizereport.duplicates(found)
+    assert dup.waste == 300
+    # a third copy, in a library of neither: charged to one of them, and a duplicate of three
+    found = sizereport.join([*libraries, ("pkg/libc.so", [("sm_90", _record({"K": 300}, 1000))])], document).pieces
+    assert sum(r.bytes for r in sizereport.rows(found, "source")) == 3000
+    assert [len(d.copies) for d in sizereport.duplicates(found)] == [3]
+
+
+def test_a_kernel_split_among_its_definers_is_one_copy() -> None:
+    """A device-linked image holds K once: charged half to each object defining it, it is no duplicate."""
+    link = _object("dlink", "t", {"K": 300}, 1000, device_link=True)
+    document = _document(_object("a", "t", {"K": 300}, 900), _object("b", "t", {"K": 300}, 900), link)
+    document["objects"][0]["sizes"] = document["objects"][1]["sizes"] = {}  # relocatable images not counted here
+    found = sizereport.from_map(document, "m").pieces
+    assert {r.key: r.bytes for r in sizereport.rows(found, "source")} == {"csrc/a.cu": 150, "csrc/b.cu": 150,
+                                                                         "csrc/dlink.cu": 700}
+    assert sizereport.duplicates(found) == []
+    assert sizereport.duplicates(sizereport.join([("lib.so", [("sm_90", _record({"K": 300}, 1000))])],
+                                                 document).pieces) == []
+
+
+def test_a_diff_lists_growth_then_shrinking_largest_first() -> None:
+    def piece(source: str, n: int) -> sizereport.Piece:
+        return sizereport.Piece(sizereport.Origin(source, "t", "o", "f"), "sm_90", "code", "K" + source, n, n, "o")
+
+    old = [piece("a", 100), piece("b", 100), piece("c", 1000), piece("d", 10)]
+    new = [piece("a", 150), piece("b", 99), piece("c", 1), piece("d", 20)]
+    assert [(c.key, c.delta) for c in sizereport.changes(old, new, "source")] == [
+        ("a", 50), ("d", 10), ("c", -999), ("b", -1)]
+
+
+def test_overloaded_kernels_are_two_leaves_of_the_treemap() -> None:
+    from kernel_symbol_map.consumer import treemap
+
+    origin = sizereport.Origin("csrc/k.cu", "t", "k.o", "m")
+    found = [sizereport.Piece(origin, "sm_90", "code", "_Z1kPf", 100, 100, "k.o"),
+             sizereport.Piece(origin, "sm_90", "code", "_Z1kPi", 900, 900, "k.o")]
+    leaves = [b for b in treemap.layout(treemap.tree(found)) if b.depth == 3]
+    assert sorted((b.node.kernel, b.node.value) for b in leaves) == [("_Z1kPf", 100), ("_Z1kPi", 900)]
+
+
+def test_a_compressed_bundles_shares_add_up(hip_corpus: dict[str, Path]) -> None:
+    import struct
+
+    ccob = hip_corpus["zstd.hipfb"].read_bytes()
+    total = struct.unpack_from("<I", ccob, 8)[0]  # CCOB version 2: magic, version, method, total size
+    assert sum(i.stored for i in sizes.measure(hip_corpus["clang_zstd.o"])) == total
+
+
+def test_bad_budgets_and_bad_wheels_are_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wheel = tmp_path / "bad-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("bad/lib.so", bytes(range(256)) * 64)
+    data = bytearray(wheel.read_bytes())
+    start = data.find(b"bad/lib.so") + len("bad/lib.so")  # the member's deflate stream follows its local header
+    data[start + 10:start + 40] = b"\xff" * 30
+    wheel.write_bytes(bytes(data))
+    for argv, code in ((["size", str(wheel)], 1), (["size", str(wheel), "--max-mb", "-1"], 2),
+                       (["size", str(wheel), "--max-mb", "nan"], 2)):
+        assert main(argv) == code
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) in (1, 2) and err[0].startswith("ERROR"), err  # a usage error may add a TIP

@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     from ..consumer import sizereport
     from ..consumer.kernelmap import read_document
 
+    if args.max_mb is not None and not (0 < args.max_mb < float("inf")):
+        raise UsageError(f"--max-mb {args.max_mb:g}: a budget is a positive number of MiB")
     kinds = [_kind(Path(p)) for p in args.paths]
     diff = len(args.paths) == 2 and kinds[0] == kinds[1] and kinds[0] in ("map", "wheel")
     if args.map and any(k != "binary" for k in kinds):
@@ -180,7 +183,8 @@ def _wheel(path: Path) -> Input:
                 if records:
                     binaries.append((info.filename, records))
                 os.unlink(local)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError,
+            RuntimeError, zlib.error) as e:  # RuntimeError: an encrypted member; zlib.error: a corrupt one
         raise MapError(f"{path}: not a readable wheel ({e})") from None
     out.pieces = sizereport.join(binaries, document).pieces
     return out
@@ -198,7 +202,7 @@ def _report(args: argparse.Namespace, by: str, found: list[Any], inputs: list[In
             "by": by, "inputs": [{"input": i.name, "kind": i.kind, "file_bytes": i.file_bytes} for i in inputs],
             "totals": totals, "rows": [r.to_json() for r in ranked],
             "duplicates": [{"kernel": d.kernel, "arch": d.arch, "bytes": d.waste,
-                            "copies": [{"source": s, "unit": u, "bytes": n} for s, u, n in d.copies]}
+                            "copies": [{"source": s, "image": u, "bytes": n} for s, u, n in d.copies]}
                            for d in duplicates],
         })
         return

@@ -51,20 +51,22 @@ class Piece(NamedTuple):  # a tuple: a library of 15,000 kernels makes 40,000 of
     kernel: str  # "" for overhead and PTX
     bytes: int  # uncompressed
     stored: int  # its share of the bytes the file stores
+    image: str  # the image the bytes are in (an object, "lib.so#3"): one copy each, whoever they are charged to
 
 
-def pieces(origin: Origin, arch: str, record: Mapping[str, Any], where: str = "") -> list[Piece]:
+def pieces(origin: Origin, arch: str, record: Mapping[str, Any], where: str = "", image: str = "") -> list[Piece]:
     """A record's pieces; the stored bytes are shared out by size, the remainder of rounding to overhead."""
-    image, stored = record["image"], record["stored"]
+    size, stored = record["image"], record["stored"]
+    unit = image or origin.object or origin.file
     if record.get("ptx"):
-        return [Piece(origin, arch, "ptx", "", image, stored)]
+        return [Piece(origin, arch, "ptx", "", size, stored, unit)]
     code, owned = record.get("code", {}), record.get("owned", {})
-    overhead = image - sum(code.values()) - sum(owned.values())
+    overhead = size - sum(code.values()) - sum(owned.values())
     if overhead < 0:
         raise MapError(f"{where or origin.file}: sizes.{arch}: its kernels' bytes add up to more than its image")
-    out = [Piece(origin, arch, kind, k, n, stored * n // image if image else 0)
+    out = [Piece(origin, arch, kind, k, n, stored * n // size if size else 0, unit)
            for kind, table in (("code", code), ("owned", owned)) for k, n in table.items()]
-    out.append(Piece(origin, arch, "overhead", "", overhead, stored - sum(p.stored for p in out)))
+    out.append(Piece(origin, arch, "overhead", "", overhead, stored - sum(p.stored for p in out), unit))
     return out
 
 
@@ -78,10 +80,14 @@ def _origin(o: Mapping[str, Any], file: str) -> Origin:
     return Origin(o["source"], o["target"], o["object"], file)
 
 
-def from_map(document: Mapping[str, Any], where: str) -> Attribution:
-    """Every object's sizes, as the map holds them."""
+def _complete(document: Mapping[str, Any], where: str) -> None:
     if document.get("incomplete"):
         raise MapError(f"{where}: the map is incomplete, so its sizes are too ({document.get('reason')})")
+
+
+def from_map(document: Mapping[str, Any], where: str) -> Attribution:
+    """Every object's sizes, as the map holds them."""
+    _complete(document, where)
     out = Attribution()
     definers = _definers(document["objects"], where)
     for i, o in enumerate(document["objects"]):
@@ -118,14 +124,23 @@ def _charged(found: list[Piece], definers: Mapping[str, list[Origin]], linked: O
         n = len(owners)
         for i, owner in enumerate(owners):
             extra = (p.bytes % n, p.stored % n) if i == 0 else (0, 0)
-            out.append(Piece(owner, p.arch, p.kind, p.kernel, p.bytes // n + extra[0], p.stored // n + extra[1]))
+            out.append(Piece(owner, p.arch, p.kind, p.kernel, p.bytes // n + extra[0], p.stored // n + extra[1],
+                             p.image))
     return out
 
 
 def join(binaries: Iterable[tuple[str, list[tuple[str, dict[str, Any]]]]], document: Mapping[str, Any] | None,
          where: str = "") -> Attribution:
-    """Images measured in files (``(file, [(arch, record)...])``), charged to the map's objects."""
+    """Images measured in files (``(file, [(arch, record)...])``), charged to the map's objects.
+
+    An image equal to objects' images (same architecture, kernels and size)
+    is the least claimed one's, preferring an object whose target names the
+    file (``_ops`` in ``lib_ops.so``): each object's image is in one library,
+    and a second copy is charged to a second object, or shows as a duplicate.
+    """
     out = Attribution()
+    if document is not None:
+        _complete(document, where)
     objects = document["objects"] if document else []
     definers = _definers(objects, where)
     exact: dict[tuple[str, frozenset[str], int, bool], list[Origin]] = defaultdict(list)
@@ -133,21 +148,24 @@ def join(binaries: Iterable[tuple[str, list[tuple[str, dict[str, Any]]]]], docum
         for arch, record in map_sizes.unpack(o["symbols"], o.get("sizes") or {}, f"{where}: objects[{i}]").items():
             if not o.get("device_link"):
                 exact[_signature(arch, record)].append(_origin(o, where))
-
+    claims: Counter[Origin] = Counter()
     for file, records in binaries:
-        unclaimed = {k: list(v) for k, v in exact.items()}  # each object's image is in a library once
+        base = file.rsplit("/", 1)[-1]
         here: dict[str, list[Origin]] | None = None  # the definers, as found in this file
         for n, (arch, record) in enumerate(records):
-            candidates = unclaimed.get(_signature(arch, record))
+            image = f"{file}#{n}"
+            candidates = exact.get(_signature(arch, record))
             if candidates:  # compiled as one object: the library holds that object's image as it is
-                owner = candidates.pop(0) if len(candidates) > 1 else candidates[0]
-                out.pieces.extend(pieces(Origin(owner.source, owner.target, owner.object, file), arch, record, file))
+                owner = min(candidates, key=lambda o: (claims[o], not (o.target and o.target in base)))
+                claims[owner] += 1
+                out.pieces.extend(pieces(Origin(owner.source, owner.target, owner.object, file), arch, record, file,
+                                         image))
             elif document is None:  # each image its own unit: a kernel in two images of a library is a duplicate
-                out.pieces.extend(pieces(Origin("", "", f"{file}#{n}", file), arch, record, file))
+                out.pieces.extend(pieces(Origin("", "", image, file), arch, record, file))
             else:
                 if here is None:
                     here = {k: [Origin(o.source, o.target, o.object, file) for o in v] for k, v in definers.items()}
-                found = pieces(Origin(DEVICE_LINK, "", "", file), arch, record, file)
+                found = pieces(Origin(DEVICE_LINK, "", "", file), arch, record, file, image)
                 out.pieces.extend(_charged(found, here, Origin(DEVICE_LINK, "", "", file)))
     return out
 
@@ -224,7 +242,7 @@ def totals(found: Iterable[Piece]) -> dict[str, int]:
 class Duplicate:
     kernel: str
     arch: str
-    copies: tuple[tuple[str, str, int], ...]  # (source, object or file, bytes) of each copy
+    copies: tuple[tuple[str, str, int], ...]  # (sources, image, bytes) of each copy
 
     @property
     def waste(self) -> int:
@@ -233,17 +251,20 @@ class Duplicate:
 
 
 def duplicates(found: Iterable[Piece]) -> list[Duplicate]:
-    """Kernels compiled, for one architecture, into more than one object (or, without a map, more than
-    one file): a template instantiated in several translation units. Largest waste first."""
-    per: dict[tuple[str, str, str, str], int] = defaultdict(int)  # (kernel, arch, source, unit) -> bytes
+    """Kernels compiled, for one architecture, into more than one image (an object, an image of a
+    library): a template instantiated in several translation units. Largest waste first."""
+    per: dict[tuple[str, str, str], int] = defaultdict(int)  # (kernel, arch, image) -> bytes
+    sources: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     for p in found:
         if p.kernel and p.origin.source != NOT_IN_MAP:
-            per[(p.kernel, p.arch, p.origin.source, p.origin.object or p.origin.file)] += p.bytes
-    units = Counter((k, a) for k, a, _, _ in per)
+            key = (p.kernel, p.arch, p.image)  # a kernel split among its definers is still one copy
+            per[key] += p.bytes
+            sources[key].add(p.origin.source)
+    images = Counter((k, a) for k, a, _ in per)
     copies: dict[tuple[str, str], list[tuple[str, str, int]]] = defaultdict(list)
-    for (k, a, source, unit), n in per.items():
-        if units[(k, a)] > 1:
-            copies[(k, a)].append((source, unit, n))
+    for (k, a, image), n in per.items():
+        if images[(k, a)] > 1:
+            copies[(k, a)].append((" + ".join(sorted(sources[(k, a, image)])), image, n))
     out = [Duplicate(k, a, tuple(sorted(found))) for (k, a), found in copies.items()]
     return sorted(out, key=lambda d: (-d.waste, d.kernel, d.arch))
 
@@ -271,7 +292,7 @@ def changes(old: Iterable[Piece], new: Iterable[Piece], by: str) -> list[Change]
     after = {r.key: r.bytes for r in rows(new, by)}
     found = [Change(k, before.get(k, 0), after.get(k, 0)) for k in before.keys() | after.keys()
              if before.get(k, 0) != after.get(k, 0)]
-    return sorted(found, key=lambda c: (-c.delta, c.key))
+    return sorted(found, key=lambda c: (c.delta < 0, -abs(c.delta), c.key))  # growth, then shrinking, largest first
 
 
 def kernel_sources(found: Iterable[Piece]) -> dict[str, set[str]]:

@@ -33,10 +33,10 @@ class Node:
     kernel: str = ""  # a kernel's leaf: its mangled name (the label is the demangled one, shortened)
     children: dict[str, Node] = field(default_factory=dict)
 
-    def child(self, label: str) -> Node:
-        node = self.children.get(label)
+    def child(self, key: str, label: str) -> Node:
+        node = self.children.get(key)
         if node is None:
-            node = self.children[label] = Node(label)
+            node = self.children[key] = Node(label)
         return node
 
 
@@ -59,11 +59,11 @@ def tree(found: Iterable[Piece]) -> Node:
         if not p.bytes:
             continue
         leaf = short_name(demangle_fast(p.kernel)) if p.kernel else SHARED[p.kind]
-        path = (p.origin.target or "(no target)", p.origin.source or p.origin.file or "(no source)", leaf)
+        target, source = p.origin.target or "(no target)", p.origin.source or p.origin.file or "(no source)"
         node = root
         node.value += p.bytes
-        for label in path:
-            node = node.child(label)
+        for key, label in ((target, target), (source, source), (p.kernel or leaf, leaf)):  # overloads apart
+            node = node.child(key, label)
             node.value += p.bytes
         node.kernel = p.kernel
     return root

@@ -168,9 +168,19 @@ def _show(value: Any) -> str:
 
 STRINGS = _list_of(STRING)
 ERROR = _record({"object": STRING, "source": STRING, "error": TEXT}, {"target": STRING})
+MAX_BYTES = 1 << 62  # bytes of one image: any real one is far below; 1e400, 10.5 and 10**400 are not bytes
+
+
+def _is_bytes(value: Any) -> bool:
+    return type(value) is int and 0 <= value < MAX_BYTES
+
+
+BYTES = Rule(lambda values: all(map(_is_bytes, values)),
+             lambda value, where, found: None if _is_bytes(value) else
+             _fail(found, where, f"expected a whole number of bytes, not {_show(value)}"))
 # One device image's bytes per architecture (issue 21), kernels' in the order of "symbols" (mapformat.sizes).
-SIZES = _mapping_of(_record({"image": COUNT, "stored": COUNT},
-                            {"ptx": BOOLEAN, "code": _list_of(COUNT), "owned": _list_of(COUNT)}))
+SIZES = _mapping_of(_record({"image": BYTES, "stored": BYTES},
+                            {"ptx": BOOLEAN, "code": _list_of(BYTES), "owned": _list_of(BYTES)}))
 OBJECT = _record(
     {"source": STRING, "target": STRING, "object": STRING, "device": BOOLEAN, "symbols": STRINGS,
      "deps": STRINGS},

@@ -33,8 +33,13 @@ class DecompressError(Exception):
     """Callers turn this into a FormatError that names the input and offset."""
 
 
+def plausible(size: int, compressed: int) -> bool:
+    """Whether ``compressed`` bytes may hold ``size``: a header's claim, checked before it is used."""
+    return size <= min(MAX_SIZE, MAX_RATIO * compressed + (1 << 20))
+
+
 def _check(size: int, compressed: int) -> None:
-    if size > min(MAX_SIZE, MAX_RATIO * compressed + (1 << 20)):
+    if not plausible(size, compressed):
         raise DecompressError(f"implausible uncompressed size {size}")
 
 

@@ -31,13 +31,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import FormatError
-from . import archive, fatbin, hip, offloading
+from . import _decompress, archive, fatbin, hip, offloading
 from ._blob import Blob, OpenFile
 from .cuda import STO_CUDA_ENTRY
 from .devicecode import CUDA_SECTIONS, HIP_SECTION, OFFLOADING_SECTION, cubin_arch
 from .elf import EM_AMDGPU, EM_CUDA, SHN_UNDEF, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, STT_FUNC, ElfFile, is_elf
 
 TEXT = b".text."
+# What comes before ".<name>" in a section of the whole module (.nv.info, .nv.global.init, .nv.uft.entry,
+# .nv.merc.symtab, .note.nv.cuinfo): never a kernel's, even of an extern "C" kernel called info or init.
+MODULE_PREFIXES = frozenset({b"", b".nv", b".note", b".note.nv", b".nv.global", b".nv.uft", b".nv.merc",
+                             b".nv.callgraph", b".nv.prototype", b".nv.rel", b".nv.resolvedrela"})
 CUBIN, CODE_OBJECT, PTX = "cubin", "code object", "ptx"
 
 
@@ -142,17 +146,30 @@ def _from_fatbin(blob: Blob) -> Iterator[Image]:
             payload = Blob.from_bytes(f"{blob.name} [{entry.arch} cubin]", entry.payload(blob))
             yield cubin(ElfFile(payload), entry.compressed_size, entry.arch)  # sm_90a: the entry says "a"
         elif entry.kind is fatbin.EntryKind.PTX:
-            yield Image(entry.arch, PTX, entry.uncompressed_size or entry.compressed_size, entry.compressed_size)
+            yield Image(entry.arch, PTX, _ptx_size(blob, entry), entry.compressed_size)
+
+
+def _ptx_size(blob: Blob, entry: fatbin.FatbinEntry) -> int:
+    """A PTX entry's text bytes: its payload, or, compressed, what its header claims once the claim is
+    found plausible. PTX is not decompressed here: vLLM's three largest libraries hold 880 MB of it."""
+    if not entry.flags & fatbin.COMPRESSION_MASK:
+        return entry.compressed_size  # the payload as stored (iter_entries checked it against the container)
+    if not _decompress.plausible(entry.uncompressed_size, entry.compressed_size):
+        raise blob.error(f"{entry.arch} PTX claims {entry.uncompressed_size} bytes from {entry.compressed_size}",
+                         entry.offset)
+    return entry.uncompressed_size
 
 
 def _from_bundles(blob: Blob) -> Iterator[Image]:
     """Code objects of each bundle; a compressed bundle's bytes are shared out by the entries' sizes."""
     for bundle, stored, compressed in hip.iter_stored_bundles(blob):
-        entries = list(hip.iter_entries(bundle))
+        entries = [e for e in hip.iter_entries(bundle) if e.kind != "host" and e.size]
         total = sum(e.size for e in entries)
-        for entry in entries:
-            if entry.kind != "host" and entry.size and is_elf(entry.blob):  # bitcode is not final code
-                share = stored * entry.size // total if compressed else entry.size
+        shares = [stored * e.size // total if compressed else e.size for e in entries]
+        if compressed and entries:  # a compressed bundle's bytes, headers too, and rounding's: the shares add up
+            shares[0] += stored - sum(shares)
+        for entry, share in zip(entries, shares):
+            if is_elf(entry.blob):  # bitcode is not final code
                 yield code_object(ElfFile(entry.blob), entry.arch, share)
 
 
@@ -174,8 +191,7 @@ def cubin(elf: ElfFile, stored: int, arch: str = "") -> Image:
         if offset + size > end:  # a size is a claim: check it
             elf.blob.check(offset, size, f"section {name.decode(errors='replace')}")
         at = name.rfind(b".")
-        tail = name[at + 1 :] if at >= 1 else None
-        kernel = by_name.get(tail) if tail is not None else None
+        kernel = by_name.get(name[at + 1 :]) if at >= 1 and name[:at] not in MODULE_PREFIXES else None
         if dotted:
             kernel = _longest_tail(name, by_name)
         if kernel is None:
@@ -223,7 +239,7 @@ def _longest_tail(name: bytes, kernels: dict[bytes, str]) -> str | None:
     at = name.find(b".", 1)
     while at >= 0:
         kernel = kernels.get(name[at + 1 :])
-        if kernel is not None:
+        if kernel is not None and name[:at] not in MODULE_PREFIXES:
             return kernel
         at = name.find(b".", at + 1)
     return None

@@ -254,16 +254,18 @@ def duplicates(found: Iterable[Piece]) -> list[Duplicate]:
     """Kernels compiled, for one architecture, into more than one image (an object, an image of a
     library): a template instantiated in several translation units. Largest waste first."""
     per: dict[tuple[str, str, str], int] = defaultdict(int)  # (kernel, arch, image) -> bytes
-    sources: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     for p in found:
         if p.kernel and p.origin.source != NOT_IN_MAP:
-            key = (p.kernel, p.arch, p.image)  # a kernel split among its definers is still one copy
-            per[key] += p.bytes
-            sources[key].add(p.origin.source)
+            per[(p.kernel, p.arch, p.image)] += p.bytes  # a kernel split among its definers is still one copy
     images = Counter((k, a) for k, a, _ in per)
+    twice = {key for key, n in images.items() if n > 1}
+    sources: dict[tuple[str, str, str], set[str]] = defaultdict(set)  # only for the duplicates: a second pass
+    for p in found if twice else ():
+        if (p.kernel, p.arch) in twice and p.origin.source != NOT_IN_MAP:
+            sources[(p.kernel, p.arch, p.image)].add(p.origin.source)
     copies: dict[tuple[str, str], list[tuple[str, str, int]]] = defaultdict(list)
     for (k, a, image), n in per.items():
-        if images[(k, a)] > 1:
+        if (k, a) in twice:
             copies[(k, a)].append((" + ".join(sorted(sources[(k, a, image)])), image, n))
     out = [Duplicate(k, a, tuple(sorted(found))) for (k, a), found in copies.items()]
     return sorted(out, key=lambda d: (-d.waste, d.kernel, d.arch))

@@ -37,7 +37,7 @@ from .cuda import STO_CUDA_ENTRY
 from .devicecode import CUDA_SECTIONS, HIP_SECTION, OFFLOADING_SECTION, cubin_arch
 from .elf import EM_AMDGPU, EM_CUDA, SHN_UNDEF, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, STT_FUNC, ElfFile, is_elf
 
-TEXT = b".text."
+TEXT = b".text"  # a kernel's machine code: .text.<kernel>
 # What comes before ".<name>" in a section of the whole module (.nv.info, .nv.global.init, .nv.uft.entry,
 # .nv.merc.symtab, .note.nv.cuinfo): never a kernel's, even of an extern "C" kernel called info or init.
 MODULE_PREFIXES = frozenset({b"", b".nv", b".note", b".note.nv", b".nv.global", b".nv.uft", b".nv.merc",
@@ -185,20 +185,23 @@ def cubin(elf: ElfFile, stored: int, arch: str = "") -> Image:
     code: dict[str, int] = {}
     owned: dict[str, int] = dict.fromkeys(kernels, 0)
     end = elf.blob.size
+    get = by_name.get
     for name, kind, offset, size in elf.headers():
         if kind == SHT_NOBITS:
             continue
         if offset + size > end:  # a size is a claim: check it
             elf.blob.check(offset, size, f"section {name.decode(errors='replace')}")
-        at = name.rfind(b".")
-        kernel = by_name.get(name[at + 1 :]) if at >= 1 and name[:at] not in MODULE_PREFIXES else None
         if dotted:
-            kernel = _longest_tail(name, by_name)
+            at, kernel = _longest_tail(name, by_name)
+        else:
+            at = name.rfind(b".")
+            kernel = get(name[at + 1 :]) if at >= 1 else None
         if kernel is None:
             continue
-        if name.startswith(TEXT) and len(name) == len(TEXT) + len(kernel.encode()):
+        prefix = name[:at]  # what the section is, for this kernel: .text, .nv.info, .nv.constant0...
+        if prefix == TEXT:
             code[kernel] = size
-        else:
+        elif prefix not in MODULE_PREFIXES:
             owned[kernel] += size
     missing = kernels - code.keys()
     if missing:
@@ -233,13 +236,14 @@ def _checked(image: Image, blob: Blob) -> Image:
     return image
 
 
-def _longest_tail(name: bytes, kernels: dict[bytes, str]) -> str | None:
-    """The kernel the section is named for when kernel names hold dots: each tail after a dot, longest
-    first (``.nv.info.a.b`` -> ``nv.info.a.b``, ``info.a.b``, ``a.b``, ``b``)."""
+def _longest_tail(name: bytes, kernels: dict[bytes, str]) -> tuple[int, str | None]:
+    """Where the kernel's name starts (its dot), and the kernel a section is named for, when kernel names
+    hold dots: each tail after a dot, longest first (``.nv.info.a.b``: ``nv.info.a.b``, ``info.a.b``,
+    ``a.b``), never after a module's prefix."""
     at = name.find(b".", 1)
     while at >= 0:
         kernel = kernels.get(name[at + 1 :])
         if kernel is not None and name[:at] not in MODULE_PREFIXES:
-            return kernel
+            return at, kernel
         at = name.find(b".", at + 1)
-    return None
+    return -1, None

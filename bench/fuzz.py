@@ -88,6 +88,7 @@ def _consume_map(path: Path) -> None:
     from kernel_symbol_map import mapformat
     from kernel_symbol_map.cli.diffmaps import compare
     from kernel_symbol_map.cli.show import summary
+    from kernel_symbol_map.consumer import sizereport, treemap
     from kernel_symbol_map.consumer.canonical import Canonical
     from kernel_symbol_map.consumer.kernelmap import kernels_named, load
     from kernel_symbol_map.consumer.recordings import Recording
@@ -106,6 +107,12 @@ def _consume_map(path: Path) -> None:
     summary(kmap.document, 3)
     mapformat.merge([kmap.document, kmap.document], ["a", "b"])
     compare(kmap, kmap)
+    found = sizereport.from_map(kmap.document, str(path)).pieces  # size: sums, duplicates, a diff, the picture
+    for by in sizereport.BY:
+        sizereport.rows(found, by)
+    sizereport.duplicates(found)
+    sizereport.changes(found, found[: len(found) // 2], "source")
+    treemap.svg(found, "fuzz")
 
 
 def _consume_recording(path: Path) -> None:

@@ -462,8 +462,9 @@ def test_a_kernel_split_among_its_definers_is_one_copy() -> None:
     """A device-linked image holds K once: charged half to each object defining it, it is no duplicate."""
     link = _object("dlink", "t", {"K": 300}, 1000, device_link=True)
     document = _document(_object("a", "t", {"K": 300}, 900), _object("b", "t", {"K": 300}, 900), link)
-    document["objects"][0]["sizes"] = document["objects"][1]["sizes"] = {}  # relocatable images not counted here
-    found = sizereport.from_map(document, "m").pieces
+    attribution = sizereport.from_map(document, "m")
+    assert attribution.relocatable == 2  # a.o's and b.o's -rdc images: the link's inputs, not what loads
+    found = attribution.pieces
     assert {r.key: r.bytes for r in sizereport.rows(found, "source")} == {"csrc/a.cu": 150, "csrc/b.cu": 150,
                                                                          "csrc/dlink.cu": 700}
     assert sizereport.duplicates(found) == []
@@ -512,3 +513,22 @@ def test_bad_budgets_and_bad_wheels_are_one_error_line(tmp_path: Path, capsys: p
         assert main(argv) == code
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) in (1, 2) and err[0].startswith("ERROR"), err  # a usage error may add a TIP
+
+
+def test_a_map_and_its_libraries_agree_per_target_with_rdc(kernel_builds: dict, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """tests/projects/kernels (nvcc, -rdc rdc_ops with its device link, a static and a shared library): per
+    target, the map's bytes equal the libraries' bytes charged to it, the relocatable images left out."""
+    b = next(b for i, b in kernel_builds.items() if i.endswith("-ninja"))
+    out = tmp_path / "m.json.gz"
+    assert main(["build", "--build-dir", str(b.build), "--source-root", str(b.source), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["size", str(out), "--by", "target"]) == 0
+    assert "relocatable (-rdc) images left out" in capsys.readouterr().out
+    from_map = {r["key"]: r["bytes"] for r in _size_json(capsys, str(out), "--by", "target")["rows"]}
+    libraries = [str(p) for p in sorted(b.build.glob("lib*.*")) if p.suffix in (".so", ".a")]
+    measured = {r["key"]: r["bytes"] for r in
+                _size_json(capsys, *libraries, "--map", str(out), "--by", "target")["rows"]}
+    assert {"ops", "attention", "rdc_ops"} <= measured.keys()
+    assert {t: measured[t] for t in ("ops", "attention", "rdc_ops")} == {t: from_map[t] for t in
+                                                                          ("ops", "attention", "rdc_ops")}

@@ -65,6 +65,7 @@ class Input:
     mapped: bool = False  # bytes charged to a map's sources
     unsized: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    relocatable: int = 0  # -rdc images a map's device-link images replace
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,7 +130,7 @@ def _read(path: Path, kind: str, document: dict[str, Any] | None) -> Input:
         document, where = read_document(path)
         found = sizereport.from_map(document, where)
         stored = sum(p.stored for p in found.pieces)
-        return Input(str(path), kind, found.pieces, stored, True, found.unsized)
+        return Input(str(path), kind, found.pieces, stored, True, found.unsized, relocatable=found.relocatable)
     if kind == "wheel":
         return _wheel(path)
     out = Input(str(path), kind, file_bytes=_file_size(path), mapped=document is not None)
@@ -220,6 +221,10 @@ def _report(args: argparse.Namespace, by: str, found: list[Any], inputs: list[In
     if len(ranked) > len(shown):
         print(f"... {len(ranked) - len(shown)} more (--top 0 for all)")
     print(_totals_line(totals))
+    relocatable = sum(i.relocatable for i in inputs)
+    if relocatable:
+        print(f"{plural(relocatable, 'relocatable (-rdc) image')} left out: the map's device-link images hold "
+              "their kernels, and are what loads")
     files = [i for i in inputs if i.kind != "map"]
     if files:  # what else the files hold: host code and data, and device code outside the fatbin sections
         weight = sum(i.file_bytes for i in files)

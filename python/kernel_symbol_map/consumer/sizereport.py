@@ -74,6 +74,7 @@ def pieces(origin: Origin, arch: str, record: Mapping[str, Any], where: str = ""
 class Attribution:
     pieces: list[Piece] = field(default_factory=list)
     unsized: list[str] = field(default_factory=list)  # device objects whose map holds no sizes
+    relocatable: int = 0  # -rdc images left out: a device-link image of the map holds their kernels
 
 
 def _origin(o: Mapping[str, Any], file: str) -> Origin:
@@ -86,17 +87,28 @@ def _complete(document: Mapping[str, Any], where: str) -> None:
 
 
 def from_map(document: Mapping[str, Any], where: str) -> Attribution:
-    """Every object's sizes, as the map holds them."""
+    """Every object's sizes, as the map holds them, but for relocatable images (``-rdc``) whose every
+    kernel a device-link image of the map holds: those are the link's inputs, the linked image is what
+    loads, and what a library's ``.nv_fatbin`` holds (cubloaty leaves them out of duplicates alike)."""
     _complete(document, where)
     out = Attribution()
-    definers = _definers(document["objects"], where)
-    for i, o in enumerate(document["objects"]):
-        sizes = o.get("sizes")
+    objects = document["objects"]
+    definers = _definers(objects, where)
+    unpacked = [map_sizes.unpack(o["symbols"], o["sizes"], f"{where}: objects[{i}]") if "sizes" in o else None
+                for i, o in enumerate(objects)]
+    linked = {(arch, k) for o, sizes in zip(objects, unpacked) if o.get("device_link") and sizes
+              for arch, record in sizes.items() for k in record.get("code", ())}
+    for i, (o, sizes) in enumerate(zip(objects, unpacked)):
         if sizes is None:
             if o.get("symbols") or (o.get("device") and o.get("archs")):
                 out.unsized.append(o["object"])
             continue
-        for arch, record in map_sizes.unpack(o["symbols"], sizes, f"{where}: objects[{i}]").items():
+        relocatable = not o.get("device_link") and any(
+            record.get("code") and all((arch, k) in linked for k in record["code"]) for arch, record in sizes.items())
+        for arch, record in sizes.items():
+            if relocatable and (record.get("ptx") or all((arch, k) in linked for k in record.get("code", ()))):
+                out.relocatable += 1  # its PTX too: a device link keeps none
+                continue
             found = pieces(_origin(o, where), arch, record, f"{where}: objects[{i}]")
             out.pieces.extend(_charged(found, definers, _origin(o, where)) if o.get("device_link") else found)
     return out
@@ -133,10 +145,11 @@ def join(binaries: Iterable[tuple[str, list[tuple[str, dict[str, Any]]]]], docum
          where: str = "") -> Attribution:
     """Images measured in files (``(file, [(arch, record)...])``), charged to the map's objects.
 
-    An image equal to objects' images (same architecture, kernels and size)
-    is the least claimed one's, preferring an object whose target names the
-    file (``_ops`` in ``lib_ops.so``): each object's image is in one library,
-    and a second copy is charged to a second object, or shows as a duplicate.
+    An image equal to objects' images (same architecture, kernels and size;
+    PTX has no kernels) is, first, an object's whose target names the file
+    (``_ops`` in ``lib_ops.so``), then the least claimed one's: each object's
+    image is in one library, and a second copy is charged to a second object,
+    or shows as a duplicate.
     """
     out = Attribution()
     if document is not None:
@@ -148,16 +161,17 @@ def join(binaries: Iterable[tuple[str, list[tuple[str, dict[str, Any]]]]], docum
         for arch, record in map_sizes.unpack(o["symbols"], o.get("sizes") or {}, f"{where}: objects[{i}]").items():
             if not o.get("device_link"):
                 exact[_signature(arch, record)].append(_origin(o, where))
-    claims: Counter[Origin] = Counter()
+    claims: Counter[tuple[Any, Origin]] = Counter()  # (signature, object): each image of an object once
     for file, records in binaries:
         base = file.rsplit("/", 1)[-1]
         here: dict[str, list[Origin]] | None = None  # the definers, as found in this file
         for n, (arch, record) in enumerate(records):
             image = f"{file}#{n}"
-            candidates = exact.get(_signature(arch, record))
+            signature = _signature(arch, record)
+            candidates = exact.get(signature)
             if candidates:  # compiled as one object: the library holds that object's image as it is
-                owner = min(candidates, key=lambda o: (claims[o], not (o.target and o.target in base)))
-                claims[owner] += 1
+                owner = min(candidates, key=lambda o: (claims[(signature, o)], not (o.target and o.target in base)))
+                claims[(signature, owner)] += 1
                 out.pieces.extend(pieces(Origin(owner.source, owner.target, owner.object, file), arch, record, file,
                                          image))
             elif document is None:  # each image its own unit: a kernel in two images of a library is a duplicate
@@ -166,7 +180,9 @@ def join(binaries: Iterable[tuple[str, list[tuple[str, dict[str, Any]]]]], docum
                 if here is None:
                     here = {k: [Origin(o.source, o.target, o.object, file) for o in v] for k, v in definers.items()}
                 found = pieces(Origin(DEVICE_LINK, "", "", file), arch, record, file, image)
-                out.pieces.extend(_charged(found, here, Origin(DEVICE_LINK, "", "", file)))
+                targets = {o.target for p in found for o in here.get(p.kernel, ())}  # the link's, if one
+                linked = Origin(DEVICE_LINK, targets.pop() if len(targets) == 1 else "", "", file)
+                out.pieces.extend(_charged(found, here, linked))
     return out
 
 

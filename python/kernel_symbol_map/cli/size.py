@@ -200,7 +200,9 @@ def _report(args: argparse.Namespace, by: str, found: list[Any], inputs: list[In
     duplicates = sizereport.duplicates(found)
     if args.json:
         write_json(JSON_SCHEMA, {
-            "by": by, "inputs": [{"input": i.name, "kind": i.kind, "file_bytes": i.file_bytes} for i in inputs],
+            "by": by, "inputs": [{"input": i.name, "kind": i.kind, "file_bytes": i.file_bytes,
+                                  "unsized_objects": len(i.unsized), "relocatable_left_out": i.relocatable}
+                                 for i in inputs],
             "totals": totals, "rows": [r.to_json() for r in ranked],
             "duplicates": [{"kernel": d.kernel, "arch": d.arch, "bytes": d.waste,
                             "copies": [{"source": s, "image": u, "bytes": n} for s, u, n in d.copies]}
@@ -236,7 +238,7 @@ def _report(args: argparse.Namespace, by: str, found: list[Any], inputs: list[In
         waste = sum(d.waste for d in duplicates)
         top = duplicates[0]
         print(f"duplicates: {plural(len(duplicates), 'kernel')} compiled into more than one "
-              f"{'object' if any(i.mapped for i in inputs) else 'image'}, {waste:,} B beyond one copy each; "
+              f"{'object' if any(i.mapped for i in inputs) else 'image'}, {waste:,} B beyond one copy of each; "
               f"the largest: {top.kernel} ({top.arch}, {len(top.copies)} copies: {_some(s or u for s, u, _ in top.copies)})")
 
 

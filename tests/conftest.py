@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,15 +195,10 @@ def clang_cuda_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
     return {name: out / name for name in CLANG_CUDA_MODES}
 
 
-def _pip_run(command: list[str | Path]) -> None:
-    proc = subprocess.run([str(c) for c in command], capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
-
-
 @pytest.fixture(scope="session")
 def our_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    _pip_run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, ROOT])
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)])
     (wheel,) = out.glob("kernel_symbol_map-*-py3-none-any.whl")
     return wheel
 
@@ -213,15 +207,15 @@ def our_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def clean_pip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """pip in a fresh venv: build isolation then sees only our wheel, not this checkout."""
     venv = tmp_path_factory.mktemp("venv")
-    _pip_run([sys.executable, "-m", "venv", venv])
+    run([sys.executable, "-m", "venv", str(venv)])
     return venv / "bin" / "pip"
 
 
 def example_wheel(pip: Path, our_wheel: Path, project: Path, out: Path, *config: str) -> Path:
     """``pip wheel`` of an example project (sm_80, the real nvcc), its build folder kept in ``out/build``."""
     nvcc = require(toolchains.nvcc(), "nvcc")
-    _pip_run([pip, "wheel", "-q", project, "--find-links", our_wheel.parent, "-w", out,
-              "-C", "cmake.define.CMAKE_CUDA_ARCHITECTURES=80", "-C", f"cmake.define.CMAKE_CUDA_COMPILER={nvcc}",
-              "-C", f"build-dir={out / 'build'}", *config])
+    run([str(pip), "wheel", "-q", str(project), "--find-links", str(our_wheel.parent), "-w", str(out),
+         "-C", "cmake.define.CMAKE_CUDA_ARCHITECTURES=80", "-C", f"cmake.define.CMAKE_CUDA_COMPILER={nvcc}",
+         "-C", f"build-dir={out / 'build'}", *config])
     (wheel,) = out.glob("cuda_ext-*.whl")
     return wheel

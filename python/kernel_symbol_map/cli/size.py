@@ -15,7 +15,6 @@ import shutil
 import sys
 import tempfile
 import zipfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,19 +106,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _kind(path: Path) -> str:
-    if path.suffix == ".whl" or (path.is_file() and _starts(path, b"PK\x03\x04")):
+    from ..consumer.kernelmap import is_wheel
+
+    if is_wheel(path):
         return "wheel"
     if path.name.endswith((".json", ".json.gz")) or path.is_dir():
         return "map"
     return "binary"
-
-
-def _starts(path: Path, magic: bytes) -> bool:
-    try:
-        with path.open("rb") as f:
-            return f.read(len(magic)) == magic
-    except OSError:
-        return False
 
 
 def _read(path: Path, kind: str, document: dict[str, Any] | None) -> Input:
@@ -162,7 +155,7 @@ def _wheel(path: Path) -> Input:
     """A wheel's libraries, measured one at a time from a temporary file (memory stays bounded by the
     largest device image), charged to the map the wheel ships; without one, per kernel as binaries are."""
     from ..consumer import sizereport
-    from ..consumer.kernelmap import read_document
+    from ..consumer.kernelmap import WHEEL_ERRORS, read_document
     from ..errors import MapError, MapNotFound
 
     try:
@@ -184,8 +177,7 @@ def _wheel(path: Path) -> Input:
                 if records:
                     binaries.append((info.filename, records))
                 os.unlink(local)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError,
-            RuntimeError, zlib.error) as e:  # RuntimeError: an encrypted member; zlib.error: a corrupt one
+    except WHEEL_ERRORS as e:
         raise MapError(f"{path}: not a readable wheel ({e})") from None
     out.pieces = sizereport.join(binaries, document).pieces
     return out
@@ -260,8 +252,8 @@ def _totals_line(t: dict[str, int]) -> str:
 def _report_diff(args: argparse.Namespace, old: Input, new: Input, sizereport: Any) -> int:
     tables = {by: sizereport.changes(old.pieces, new.pieces, by) for by in DIFF_BY}
     before, after = sizereport.kernel_sources(old.pieces), sizereport.kernel_sources(new.pieces)
-    kernel_bytes = {r.key: r.bytes for r in sizereport.rows(new.pieces, "kernel")}
-    old_bytes = {r.key: r.bytes for r in sizereport.rows(old.pieces, "kernel")}
+    kernel_bytes = {c.key: c.new for c in tables["kernel"]}  # an added kernel's bytes: its change
+    old_bytes = {c.key: c.old for c in tables["kernel"]}
     added = sorted(after.keys() - before.keys())
     removed = sorted(before.keys() - after.keys())
     t_old, t_new = sizereport.totals(old.pieces), sizereport.totals(new.pieces)

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+import zlib
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -311,7 +312,7 @@ def _locate(source: str) -> tuple[bytes, str]:
     """
     path = Path(source)
     if path.is_file():
-        return _from_wheel(path) if _is_zip(path) else (_read(path), source)
+        return _from_wheel(path) if is_wheel(path) else (_read(path), source)
     looked = []
     if path.is_dir():
         inside = path / MAP_NAME
@@ -341,7 +342,8 @@ def _read(path: Path) -> bytes:
         raise MapError(f"{path}: {e.strerror or e}") from None
 
 
-def _is_zip(path: Path) -> bool:
+def is_wheel(path: Path) -> bool:
+    """A ``.whl``, or any zip archive: what ``load`` and ``size`` open as a wheel."""
     if path.suffix == ".whl":
         return True
     try:
@@ -373,8 +375,13 @@ def _from_wheel(wheel: Path) -> tuple[bytes, str]:
             if z.getinfo(members[0]).file_size > mapformat.MAX_JSON:  # the map is gzip: far smaller than its JSON
                 raise MapError(f"{wheel}!{members[0]}: larger than any map")
             return z.read(members[0]), f"{wheel}!{members[0]}"
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
+    except WHEEL_ERRORS as e:
         raise MapError(f"{wheel}: not a readable wheel ({e})") from None
+
+
+# What zipfile raises on a damaged wheel: RuntimeError for an encrypted member, zlib.error for a corrupt one.
+WHEEL_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError,
+                RuntimeError, zlib.error)
 
 
 @lru_cache(maxsize=4096)

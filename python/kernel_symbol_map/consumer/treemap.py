@@ -69,7 +69,7 @@ def tree(found: Iterable[Piece]) -> Node:
     return root
 
 
-SHARED = {"overhead": "(image overhead)", "ptx": "(PTX)", "code": "(code)", "owned": "(owned)"}
+SHARED = {"overhead": "(image overhead)", "ptx": "(PTX)"}  # the pieces that name no kernel
 
 
 def squarify(values: list[int], x: float, y: float, w: float, h: float) -> list[tuple[float, float, float, float]]:

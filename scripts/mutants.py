@@ -148,7 +148,7 @@ MUTANTS = [
            "return sum(c[2] for c in self.copies)",
            ("tests/test_sizes.py::test_a_template_instantiated_in_two_sources_is_a_duplicate",)),
     Mutant("21.5", "a library's images are never matched to the object compiled into them", "consumer/sizereport.py",
-           "            candidates = unclaimed.get(_signature(arch, record))", "            candidates = None",
+           "            candidates = exact.get(signature)", "            candidates = None",
            ("tests/test_sizes.py::test_a_wheel_is_charged_to_the_sources_of_the_map_it_ships",)),
     Mutant("21.6", "an object's image is charged to the first equal object, in every library", "consumer/sizereport.py",
            "owner = min(candidates, key=lambda o: (claims[(signature, o)], not (o.target and o.target in base)))",

@@ -173,6 +173,11 @@ MUTANTS = [
            "                spellings.add(canonical(path))",
            "            spellings = {path}",
            (f"{ORACLE}[a kernel body]",)),
+    # issue 26: recorder
+    # issue 26: evaluate and recipes
+    # issue 26: size and wheels
+    # issue 26: selection, device deps and build model
+    # issue 26: generators
 ]
 
 

@@ -42,22 +42,23 @@ def run(args: argparse.Namespace) -> int:
     if bool(args.junit) == bool(args.junit_step):
         raise UsageError("give the run's results as --junit (tests) or --junit-step (steps), one of them")
     try:
-        selection = json.loads(args.selection.read_text())
-    except (OSError, ValueError) as e:
+        selection = json.loads(args.selection.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
         raise KernelSymbolMapError(f"{args.selection}: not a selection ({getattr(e, 'strerror', None) or e})") \
             from None
-    if not isinstance(selection, dict) or selection.get("schema") != "kernel-symbol-map/selection/1":
-        raise KernelSymbolMapError(f"{args.selection}: not a kernel-symbol-map/selection/1 document")
-    steps = {}
+    steps: dict[str, list[junit.Result]] = {}
     for spec in args.junit_step:
         step, eq, path = spec.partition("=")
-        if not eq or not step:
+        if not eq or not step or not path:
             raise UsageError(f"--junit-step {spec!r}: expected STEP=XML")
-        steps[step] = junit.read(Path(path))
+        steps.setdefault(step, []).extend(junit.read(Path(path)))  # a step's shards: one file each
     results = [r for path in args.junit for r in junit.read(path)]
-    found = evaluate(selection, results, steps or None)
+    try:
+        found = evaluate(selection, results, steps or None)
+    except KernelSymbolMapError as e:
+        raise KernelSymbolMapError(f"{args.selection}: {e}") from None
     if args.markdown:
-        args.markdown.write_text(found.markdown())
+        _write(args.markdown, found.markdown())
     if args.json:
         write_json(SCHEMA, found.to_json())
     else:
@@ -72,3 +73,11 @@ def run(args: argparse.Namespace) -> int:
         error(f"miss: {m.test} failed, and the selection would have skipped it")
     sys.stdout.flush()
     return EXIT_INPUT if found.misses else EXIT_OK
+
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as e:
+        raise KernelSymbolMapError(f"--markdown {path}: cannot write it ({e.strerror or e})") from None

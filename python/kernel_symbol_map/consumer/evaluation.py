@@ -12,8 +12,13 @@ results of the full run (JUnit XML), this says:
   own durations.
 
 Tests are matched by pytest node id (``select`` names them so) to JUnit's
-``classname`` and ``name``; a step-level selection (``record --step``)
-matches whole result files instead, one per step.
+``classname`` and ``name``, cut as pytest's ``junitxml`` cuts them; a
+step-level selection (``record --step``) matches whole result files instead,
+one or more per step (a step's shards). A test (or step) in several result
+files (runners, shards, reruns) failed if it failed in any of them.
+
+A selection that is not the shape ``select --json`` writes is a
+:class:`SelectionError`: a report on it could only be wrong.
 """
 
 from __future__ import annotations
@@ -21,9 +26,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import KernelSymbolMapError
 from .junit import Result, junit_key
 
 SCHEMA = "kernel-symbol-map/evaluate/1"
+SELECTION_SCHEMA = "kernel-symbol-map/selection/1"
+
+
+class SelectionError(KernelSymbolMapError):
+    """A selection is not a ``select --json`` document (kernel-symbol-map/selection/1)."""
 
 
 @dataclass(frozen=True)
@@ -81,11 +92,48 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")[:200]
 
 
+def check_selection(selection: Any) -> None:
+    """Raise :class:`SelectionError` unless ``selection`` has the shape ``select --json`` writes."""
+    def bad(what: str) -> SelectionError:
+        return SelectionError(f"not a {SELECTION_SCHEMA} document ({what})")
+
+    if not isinstance(selection, dict) or selection.get("schema") != SELECTION_SCHEMA:
+        raise bad("no such schema")
+    for key in ("skip", "changed"):
+        if not _strings(selection.get(key, [])):
+            raise bad(f'"{key}" is not a list of strings')
+    decisions = selection.get("decisions", [])
+    if not isinstance(decisions, list):
+        raise bad('"decisions" is not a list')
+    for at, d in enumerate(decisions):
+        if not isinstance(d, dict) or not isinstance(d.get("test"), str):
+            raise bad(f"decisions[{at}] names no test")
+    if not isinstance(selection.get("fallback"), (str, type(None))):
+        raise bad('"fallback" is neither null nor a string')
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _combined(results: list[Result]) -> tuple[str, float, str]:
+    """One test's (or step's) outcome over every result file it is in: a failure in any is a failure."""
+    failed = [r for r in results if r.outcome == "failed"]
+    if failed:
+        outcome = "failed"
+    elif any(r.outcome == "passed" for r in results):
+        outcome = "passed"
+    else:
+        outcome = "skipped" if results else "passed"
+    return outcome, sum(r.seconds for r in results), failed[0].message if failed else ""
+
+
 def evaluate(selection: dict[str, Any], results: list[Result], steps: dict[str, list[Result]] | None = None) \
         -> Evaluation:
     """Compare ``selection`` (``select --json``) with a full run's ``results`` (or per-step result files)."""
-    decisions = {d["test"]: d for d in selection.get("decisions", []) if isinstance(d, dict) and "test" in d}
-    skip = [t for t in selection.get("skip", []) if isinstance(t, str)]
+    check_selection(selection)
+    decisions = {d["test"]: d for d in selection.get("decisions", [])}
+    skip = list(dict.fromkeys(selection.get("skip", [])))
     outcomes: dict[str, tuple[str, float, str]] = {}
     if steps:
         for step, cases in steps.items():
@@ -94,15 +142,17 @@ def evaluate(selection: dict[str, Any], results: list[Result], steps: dict[str, 
                 if failed else ""
             outcomes[step] = ("failed" if failed else "passed", sum(c.seconds for c in cases), message)
     else:
-        by_key = {(r.classname, r.name): r for r in results}
+        by_key: dict[tuple[str, str], list[Result]] = {}
+        for r in results:
+            by_key.setdefault((r.classname, r.name), []).append(r)
         for test in decisions:
-            r = by_key.get(junit_key(test))
-            if r is not None:
-                outcomes[test] = (r.outcome, r.seconds, r.message)
+            found = by_key.get(junit_key(test))
+            if found:
+                outcomes[test] = _combined(found)
         known = {junit_key(t) for t in decisions}
-        for r in results:  # tests no recording knows: they always run
-            if (r.classname, r.name) not in known:
-                outcomes[f"{r.classname}::{r.name}"] = (r.outcome, r.seconds, r.message)
+        for key, found in by_key.items():  # tests no recording knows: they always run
+            if key not in known:
+                outcomes[f"{key[0]}::{key[1]}"] = _combined(found)
     skipped = [t for t in skip if t in outcomes]
     misses = [Miss(t, outcomes[t][2], str(decisions.get(t, {}).get("why", ""))) for t in skipped
               if outcomes[t][0] == "failed"]
@@ -111,5 +161,5 @@ def evaluate(selection: dict[str, Any], results: list[Result], steps: dict[str, 
         seconds_total=sum(s for _, s, _ in outcomes.values()),
         seconds_skipped=sum(outcomes[t][1] for t in skipped), misses=misses,
         unmatched=[t for t in skip if t not in outcomes], fallback=selection.get("fallback"),
-        changed=[c for c in selection.get("changed", []) if isinstance(c, str)],
+        changed=list(selection.get("changed", [])),
     )

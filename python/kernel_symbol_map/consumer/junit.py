@@ -9,6 +9,7 @@ not cost memory. A file that is not JUnit XML is a :class:`ResultsError`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,14 +53,21 @@ def read(path: Path) -> list[Result]:
         try:
             seconds = float(case.get("time") or 0.0)
         except ValueError:
-            raise ResultsError(f"{path}: testcase {case.get('name')!r} has time={case.get('time')!r}") from None
+            seconds = math.nan
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ResultsError(f"{path}: testcase {case.get('name')!r} has time={case.get('time')!r}")
         found.append(Result(case.get("classname") or "", case.get("name") or "", outcome, seconds, message))
     return found
 
 
 def junit_key(nodeid: str) -> tuple[str, str]:
-    """The (classname, name) pytest's JUnit report gives a node id: ``a/b.py::C::t[1]`` is ``("a.b.C", "t[1]")``."""
-    path, _, rest = nodeid.partition("::")
-    parts = rest.split("::") if rest else [""]
-    module = path.removesuffix(".py").replace("/", ".")
-    return ".".join([module, *parts[:-1]]), parts[-1]
+    """The (classname, name) pytest's JUnit report gives a node id: ``a/b.py::C::t[1]`` is ``("a.b.C", "t[1]")``.
+
+    As pytest's ``junitxml`` cuts it (``mangle_test_address``): the
+    parameters, from the first ``[``, belong to the name whatever they hold
+    (``t[a::b]`` is one test), and only the rest splits at ``::``.
+    """
+    address, bracket, params = nodeid.partition("[")
+    names = address.split("::")
+    names[0] = names[0].replace("/", ".").removesuffix(".py")
+    return ".".join(names[:-1]), names[-1] + bracket + params

@@ -23,6 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "python" / "kernel_symbol_map"
 CMAKE = "cmake:"  # a file of the CMake package as installed (what builds find), not the checkout's copy
 ORACLE = "tests/test_selection_oracle.py::test_select_runs_what_the_rebuild_changed"
+# issue 26: the survivors of selection, device deps and the build model, each killed by a fast test
+SELECTION_EVIDENCE = "tests/test_selection_evidence.py"
+DEVICE_DEPS = "tests/test_devicedeps.py"
+BUILD_INPUTS = "tests/test_build_inputs.py"
 
 
 @dataclass(frozen=True)
@@ -177,6 +181,33 @@ MUTANTS = [
     # issue 26: evaluate and recipes
     # issue 26: size and wheels
     # issue 26: selection, device deps and build model
+    Mutant("26.1", "maps of two different commits are accepted together", "consumer/selection.py",
+           '    if "" in commits or len(commits) > 1:', '    if "" in commits:',
+           (SELECTION_EVIDENCE,)),
+    Mutant("26.2", "an --external-kernels pattern matches a prefix of the name", "consumer/selection.py",
+           "if not any(p.fullmatch(k) for p in external)", "if not any(p.match(k) for p in external)",
+           (SELECTION_EVIDENCE,)),
+    Mutant("26.3", "an unreadable recording's test is cleared by its other, complete recording",
+           "consumer/selection.py", "        elif test in unreadable_tests:",
+           "        elif test in unreadable_tests and rec is None:",
+           (SELECTION_EVIDENCE,)),
+    Mutant("26.4", "--strict exits 0 when a recording was unreadable but named its tests", "cli/select.py",
+           "evidence_failed = selection.fallback in EVIDENCE_FALLBACKS or bool(unreadable)",
+           "evidence_failed = selection.fallback in EVIDENCE_FALLBACKS",
+           (SELECTION_EVIDENCE,)),
+    Mutant("26.5", "only the first architecture of a comma list is preprocessed", "buildtree/devicedeps.py",
+           "            kept.append(a)\n",
+           '            kept.append(a.split(",")[0] if a.startswith(ARCH_FLAGS) else a)\n',
+           (DEVICE_DEPS,)),
+    Mutant("26.6", "the device-deps cache ignores its key", "buildtree/devicedeps.py",
+           'isinstance(entry, dict) and entry.get("key") == key and', "isinstance(entry, dict) and",
+           (DEVICE_DEPS,)),
+    Mutant("26.7", "a FetchContent folder git tracks in the source root is spelled $DEP", "buildtree/thirdparty.py",
+           "if folder is not None and not _tracked(source_root, folder):", "if folder is not None:",
+           (BUILD_INPUTS,)),
+    Mutant("26.8", "Ninja's implicit configure inputs are dropped", "buildtree/generatorfiles.py",
+           "names = statement.inputs + statement.implicit", "names = statement.inputs",
+           (BUILD_INPUTS,)),
     # issue 26: generators
 ]
 

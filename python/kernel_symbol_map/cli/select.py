@@ -11,9 +11,9 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import MapError, MapNotFound
+from ..errors import KernelSymbolMapError, MapError, MapNotFound
 from ._common import MAP_HELP, default_source_root
-from ._output import EXIT_INPUT, EXIT_OK, error, warning, write_json
+from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, warning, write_json
 
 if TYPE_CHECKING:
     from ..consumer.kernelmap import KernelMap
@@ -77,9 +77,14 @@ def run(args: argparse.Namespace) -> int:
         StaticRules,
         all_tests,
         everything,
+        external_patterns,
         select,
     )
 
+    try:  # a pattern that is no regex is the user's mistake, named before any evidence is read
+        external_patterns(args.external_kernels)
+    except KernelSymbolMapError as e:
+        raise UsageError(str(e)) from None
     rules = StaticRules.read(args.rules) if args.rules else None
     paths = expand(args.recordings)
     for folder in (p for p in args.recordings if p.is_dir() and not any(q.parent == p for q in paths)):

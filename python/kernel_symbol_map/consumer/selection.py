@@ -242,7 +242,7 @@ def select(
     reached = frozenset().union(*(r.symbols for r in files))
     widened = _whole_targets(kmaps, files) - reached if options.whole_target else frozenset()
     known = frozenset().union(*(m.symbols for m in kmaps))
-    external = [regex.compile(p) for p in options.external_kernels]
+    external = external_patterns(options.external_kernels)
     unreadable_tests = {t: u for u in unreadable for t in (u.tests or ())}
     by_test = {r.test: r for r in recordings}
     outside = sorted({u.get("target") or "a custom command" for m in kmaps
@@ -276,6 +276,17 @@ def select(
             decisions.append(Decision(test, False, "not-reached", f"its complete recording launched none of "
                                       f"the {len(reached)} kernels the change reaches"))
     return Selection(decisions, files=files, changed=list(changed))
+
+
+def external_patterns(patterns: Sequence[str]) -> list[regex.Pattern[str]]:
+    """``--external-kernels``, compiled: each is matched against a whole mangled name (``fullmatch``)."""
+    compiled = []
+    for p in patterns:
+        try:
+            compiled.append(regex.compile(p))
+        except (regex.error, TypeError) as e:
+            raise KernelSymbolMapError(f"--external-kernels {p!r}: not a regular expression ({e})") from None
+    return compiled
 
 
 def all_tests(recordings: Sequence[Recording], unreadable: Sequence[Unreadable] = (),

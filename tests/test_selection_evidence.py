@@ -1,0 +1,152 @@
+"""``select`` on small maps and recordings written here: the evidence rules that need no build, one at a time.
+
+Each test runs the command as a user types it (``main([...])``, in process, so
+a traceback fails the test) on a map document written as ``build`` writes one
+and recordings in the recorder's formats.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel_symbol_map.cli import main
+from kernel_symbol_map.consumer.kernelmap import KernelMap
+from kernel_symbol_map.consumer.recordings import Recording
+from kernel_symbol_map.consumer.selection import COMMIT_MISMATCH, EVIDENCE_FALLBACKS, select
+
+ONE, TWO = "1" * 40, "2" * 40  # two commits, full SHAs
+A_K, B_K = "_Z8a_kernelv", "_Z8b_kernelv"
+EXTERNAL = "_Z16external_kernelv"  # a kernel from outside the project, as a recording names it
+
+
+def document(commit: str) -> dict[str, Any]:
+    """A whole build's map: csrc/a.cu (kernel A_K, including include/a.cuh) and csrc/b.cu (B_K)."""
+    return {
+        "version": 1, "commit": commit, "cuda": "13.0", "generated_at": "", "build_dirs": ["$BUILD"],
+        "incomplete": False, "errors": [], "stats": {},
+        "objects": [
+            {"source": "csrc/a.cu", "target": "ops", "object": "$BUILD/a.cu.o", "device": True, "symbols": [A_K],
+             "deps": ["csrc/a.cu", "include/a.cuh"]},
+            {"source": "csrc/b.cu", "target": "ops", "object": "$BUILD/b.cu.o", "device": True, "symbols": [B_K],
+             "deps": ["csrc/b.cu"]},
+        ],
+    }
+
+
+def write_map(path: Path, commit: str) -> Path:
+    path.write_bytes(gzip.compress(json.dumps(document(commit)).encode()))
+    return path
+
+
+def jsonl(path: Path, tests: dict[str, list[str]], commit: str = ONE) -> Path:
+    path.write_text("".join(json.dumps({"test": t, "kernels": k, "complete": True, "commit": commit}) + "\n"
+                            for t, k in tests.items()))
+    return path
+
+
+def run_select(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any], str]:
+    """(exit code, the --json answer, stderr) of ``select ARGS --json``."""
+    code = main(["select", *args, "--json"])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, json.loads(out), err
+
+
+def test_maps_of_two_commits_are_a_commit_mismatch_and_every_test_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two variants' maps of different commits are no evidence together: a fallback, never a traceback."""
+    one, two = write_map(tmp_path / "one.json.gz", ONE), write_map(tmp_path / "two.json.gz", TWO)
+    rec = jsonl(tmp_path / "r.jsonl", {"test_a": [A_K], "test_b": [B_K]})
+    args = ["--map", str(one), "--map", str(two), "--recordings", str(rec), "--changed", "csrc/b.cu"]
+    code, answer, _ = run_select(capsys, *args)
+    assert code == 0
+    assert answer["fallback"] == COMMIT_MISMATCH and ONE in answer["fallback_why"] and TWO in answer["fallback_why"]
+    assert set(answer["run"]) == {"test_a", "test_b"} and answer["skip"] == []
+    assert COMMIT_MISMATCH in EVIDENCE_FALLBACKS
+    code, _, _ = run_select(capsys, *args, "--strict")
+    assert code == 1
+    # The same maps in the library: the same fallback.
+    recordings = [Recording("test_a", frozenset({A_K}), True, ONE, "")]
+    result = select([KernelMap(document(ONE)), KernelMap(document(TWO))], recordings, ["csrc/b.cu"])
+    assert result.fallback == COMMIT_MISMATCH and result.to_run == ["test_a"]
+
+
+@pytest.mark.parametrize(("pattern", "cleared"), [
+    (EXTERNAL, True),
+    ("_Z16external_.*", True),
+    (".*external.*|_Z3foo", True),  # an alternation is matched whole too
+    ("_Z16external", False),  # a prefix of the name is not the name
+    ("external_kernel", False),  # nor is a part of it
+    ("_Z16external_kernelvX?_Z3bar", False),
+])
+def test_external_kernels_match_the_whole_name(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               pattern: str, cleared: bool) -> None:
+    """README: ``--external-kernels REGEX`` is a full match on the mangled name; anything less keeps the test."""
+    kmap = write_map(tmp_path / "map.json.gz", ONE)
+    rec = jsonl(tmp_path / "r.jsonl", {"test_a": [A_K], "test_b": [B_K, EXTERNAL]})
+    code, answer, _ = run_select(capsys, "--map", str(kmap), "--recordings", str(rec), "--changed", "csrc/a.cu",
+                                 "--external-kernels", pattern)
+    assert code == 0 and answer["fallback"] is None
+    decision = next(d for d in answer["decisions"] if d["test"] == "test_b")
+    if cleared:
+        assert answer["skip"] == ["test_b"] and decision["reason"] == "not-reached"
+    else:
+        assert "test_b" in answer["run"] and decision["reason"] == "unknown-kernel"
+        assert decision["kernels"] == [EXTERNAL]
+
+
+@pytest.mark.parametrize("pattern", ["(", "[a-", "*x"])
+def test_a_bad_external_kernels_pattern_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          pattern: str) -> None:
+    kmap = write_map(tmp_path / "map.json.gz", ONE)
+    rec = jsonl(tmp_path / "r.jsonl", {"test_a": [A_K]})
+    code = main(["select", "--map", str(kmap), "--recordings", str(rec), "--changed", "csrc/a.cu",
+                 "--external-kernels", "at::.*", "--external-kernels", pattern])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("ERROR") and repr(pattern) in line and "--external-kernels" in line
+
+
+def _unreadable_naming(tmp_path: Path, test: str) -> Path:
+    """A recorder text file that names its test, then a line that is no kernel name: unreadable, test known."""
+    path = tmp_path / "proc-7.txt"
+    path.write_text(f"# test={test}\n{A_K}\nthis is not a kernel name\n# end records=2 unique=1 dropped=0\n")
+    return path
+
+
+def test_an_unreadable_recording_runs_its_test_even_beside_a_complete_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """test_b's complete JSON Lines recording would clear it; its other recording, unreadable, may have
+    launched anything: test_b runs."""
+    kmap = write_map(tmp_path / "map.json.gz", ONE)
+    complete = jsonl(tmp_path / "r.jsonl", {"test_a": [A_K], "test_b": [B_K], "test_c": [B_K]})
+    bad = _unreadable_naming(tmp_path, "test_b")
+    code, answer, err = run_select(capsys, "--map", str(kmap), "--recordings", str(complete), str(bad),
+                                   "--changed", "csrc/a.cu")
+    assert code == 0 and answer["fallback"] is None
+    reasons = {d["test"]: d["reason"] for d in answer["decisions"]}
+    assert reasons == {"test_a": "launched", "test_b": "recording-unreadable", "test_c": "not-reached"}
+    assert set(answer["run"]) == {"test_a", "test_b"} and answer["skip"] == ["test_c"]
+    assert f"{bad}:3" in err and "its tests run (recording-unreadable)" in err
+
+
+def test_strict_fails_when_a_recording_was_unreadable_even_if_it_named_its_tests(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kmap = write_map(tmp_path / "map.json.gz", ONE)
+    complete = jsonl(tmp_path / "r.jsonl", {"test_a": [A_K], "test_c": [B_K]})
+    bad = _unreadable_naming(tmp_path, "test_b")
+    args = ["--map", str(kmap), "--recordings", str(complete), str(bad), "--changed", "csrc/a.cu"]
+    code, answer, _ = run_select(capsys, *args)
+    assert code == 0 and answer["fallback"] is None and "test_b" in answer["run"]
+    code, answer, _ = run_select(capsys, *args, "--strict")
+    assert code == 1 and "test_b" in answer["run"] and answer["skip"] == ["test_c"]
+    # Without the unreadable file the same evidence passes --strict.
+    code, _, _ = run_select(capsys, "--map", str(kmap), "--recordings", str(complete), "--changed", "csrc/a.cu",
+                            "--strict")
+    assert code == 0

@@ -1,0 +1,177 @@
+"""Shadow mode never reports a miss as none (issue 26): node ids as pytest cuts them, every result file, total readers.
+
+Real pytest writes the JUnit XML where the point is how pytest writes it;
+the selection comes from the real ``select``; ``evaluate`` runs through
+``main([...])``, so a traceback fails the test instead of printing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel_symbol_map.cli import main
+from kernel_symbol_map.consumer.junit import junit_key
+from test_ci_recipes import GELU, SILU, pytest_run, selection_for
+
+PARAMETRIZED = '''
+import pytest
+
+@pytest.mark.parametrize("where", ["a::b", "x/y.py::z", "[c]"])
+def test_param(where):
+    assert where != "a::b", "a regression the change caused"
+
+class TestC:
+    @pytest.mark.parametrize("where", ["p::q"])
+    def test_m(self, where):
+        assert False, "a regression in a method"
+'''
+
+
+def evaluate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any], str]:
+    code = main(["evaluate", *args, "--json"])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if out else {}, err
+
+
+def test_a_parametrize_id_that_holds_colons_is_one_test(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """pytest cuts a node id at its first ``[`` before it splits at ``::``: so must the match with JUnit."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_p.py").write_text(PARAMETRIZED)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    results = tmp_path / "results.xml"
+    pytest_run(tmp_path, "tests", f"--junitxml={results}")
+    ids = ["tests/test_p.py::test_param[a::b]", "tests/test_p.py::test_param[x/y.py::z]",
+           "tests/test_p.py::test_param[[c]]", "tests/test_p.py::TestC::test_m[p::q]"]
+    selection = selection_for(tmp_path, {t: [SILU] for t in ids}, "csrc/gelu.cu")  # reaches none: all skipped
+    code, found, err = evaluate(capsys, "--selection", str(selection), "--junit", str(results))
+    assert found["not_in_results"] == [] and found["ran"] == 4, found
+    assert sorted(m["test"] for m in found["misses"]) == [ids[3], ids[0]]
+    assert code == 1 and "ERROR miss: tests/test_p.py::test_param[a::b]" in err
+    assert junit_key(ids[3]) == ("tests.test_p.TestC", "test_m[p::q]")
+    assert junit_key("tests/test_p.py") == ("", "tests.test_p")  # a module's collection error, as pytest names it
+
+
+RUNNERS = '''
+import os
+import pytest
+
+@pytest.fixture
+def device():
+    if os.environ["RUNNER"] == "old-driver":
+        raise RuntimeError("the kernel faults on this driver")
+
+def test_a(device):
+    pass
+
+def test_b():
+    pass
+'''
+
+
+def test_a_failure_on_any_runner_is_a_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """One test on two runners: an error on one (pytest's ``<error>``, in setup) is a miss, in either order."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_r.py").write_text(RUNNERS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    xml = {}
+    for runner in ("old-driver", "new-driver"):
+        xml[runner] = tmp_path / f"{runner}.xml"
+        monkeypatch.setenv("RUNNER", runner)
+        pytest_run(tmp_path, "tests", f"--junitxml={xml[runner]}")
+    assert "<error" in xml["old-driver"].read_text()
+    recorded = {"tests/test_r.py::test_a": [SILU], "tests/test_r.py::test_b": [GELU]}
+    selection = selection_for(tmp_path, recorded, "csrc/gelu.cu")  # test_a skipped
+    for order in (["old-driver", "new-driver"], ["new-driver", "old-driver"]):
+        code, found, err = evaluate(capsys, "--selection", str(selection),
+                                    *(a for r in order for a in ("--junit", str(xml[r]))))
+        assert code == 1, (order, found)
+        assert [m["test"] for m in found["misses"]] == ["tests/test_r.py::test_a"]
+        assert "the kernel faults on this driver" in found["misses"][0]["message"]
+        assert found["ran"] == 2 and found["would_skip"] == ["tests/test_r.py::test_a"]
+
+
+def junit(path: Path, *cases: tuple[str, float, str]) -> Path:
+    """A result file: (name, seconds, "" or "failure" or "error") per test case."""
+    body = "".join(f'<testcase classname="tests.test_k" name="{n}" time="{s}">'
+                   + (f'<{how} message="{n} broke"/>' if how else "") + "</testcase>" for n, s, how in cases)
+    path.write_text(f"<testsuites><testsuite>{body}</testsuite></testsuites>")
+    return path
+
+
+def test_a_step_failed_if_any_case_of_any_shard_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every shard's file counts, and every case in it (the failure is neither first nor in the last file)."""
+    selection = selection_for(tmp_path, {"kernels": [SILU], "models": [GELU]}, "csrc/gelu.cu")  # kernels skipped
+    shard1 = junit(tmp_path / "kernels.1.xml", ("t1", 1.0, ""), ("t2", 2.0, ""), ("t3", 4.0, "error"))
+    shard0 = junit(tmp_path / "kernels.0.xml", ("t0", 8.0, ""))
+    models = junit(tmp_path / "models.xml", ("m", 16.0, "failure"))  # ran: not a miss
+    code, found, _ = evaluate(capsys, "--selection", str(selection), "--junit-step", f"kernels={shard1}",
+                              "--junit-step", f"kernels={shard0}", "--junit-step", f"models={models}")
+    assert code == 1 and [m["test"] for m in found["misses"]] == ["kernels"]
+    assert "1 failed, e.g. tests.test_k::t3: t3 broke" == found["misses"][0]["message"]
+    assert found["seconds_saved"] == 15.0 and found["seconds_total"] == 31.0 and found["ran"] == 2
+    # the same shards, each passing: no miss, and still every case's time
+    shard1 = junit(tmp_path / "kernels.1.xml", ("t1", 1.0, ""), ("t2", 2.0, ""), ("t3", 4.0, ""))
+    code, found, _ = evaluate(capsys, "--selection", str(selection), "--junit-step", f"kernels={shard1}",
+                              "--junit-step", f"kernels={shard0}", "--junit-step", f"models={models}")
+    assert code == 0 and found["misses"] == [] and found["seconds_saved"] == 15.0
+
+
+def real_selection(tmp_path: Path) -> dict[str, Any]:
+    selection: dict[str, Any] = json.loads(selection_for(tmp_path, {"tests/test_k.py::test_a": [SILU]},
+                                                         "csrc/gelu.cu").read_text())
+    assert selection["skip"] == ["tests/test_k.py::test_a"]
+    return selection
+
+
+MALFORMED_SELECTIONS: dict[str, Any] = {  # each: what a field of a real selection becomes
+    "a list where a node id belongs": ("decisions", [{"test": ["tests/test_k.py::test_a"], "run": False}]),
+    "an int node id": ("decisions", [{"test": 7, "run": False}]),
+    "an int changed": ("changed", 3),
+    "a list of lists to skip": ("skip", [["tests/test_k.py::test_a"]]),
+    "an int skip": ("skip", 1),
+    "decisions a string": ("decisions", "tests/test_k.py::test_a"),
+    "a decision that is a string": ("decisions", ["tests/test_k.py::test_a"]),
+    "a fallback that is a dict": ("fallback", {"why": "x"}),
+    "another version": ("schema", "kernel-symbol-map/selection/2"),
+}
+MALFORMED_FILES: dict[str, bytes] = {
+    "not JSON": b"{not json",
+    "not UTF-8": b'{"schema": "kernel-symbol-map/selection/1", "skip": ["\xff"]}',
+    "nested too deeply": b"[" * 100_000,
+    "a list": b"[]",
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("case", [*MALFORMED_SELECTIONS, *MALFORMED_FILES, "a folder", "missing",
+                                  "--markdown into a folder that does not exist", "--junit-step with no file"])
+def test_evaluate_on_malformed_input_says_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         case: str) -> None:
+    results = junit(tmp_path / "results.xml", ("test_a", 1.0, "failure"))
+    selection = tmp_path / "selection.json"
+    document = real_selection(tmp_path)
+    args = ["--junit", str(results)]
+    if case in MALFORMED_SELECTIONS:
+        key, value = MALFORMED_SELECTIONS[case]
+        document[key] = value
+        selection.write_text(json.dumps(document))
+    elif case in MALFORMED_FILES:
+        selection.write_bytes(MALFORMED_FILES[case])
+    elif case == "a folder":
+        selection = tmp_path
+    elif case == "missing":
+        selection = tmp_path / "missing.json"
+    elif case.startswith("--markdown"):
+        args += ["--markdown", str(tmp_path / "no" / "such" / "comment.md")]
+    else:
+        args = ["--junit-step", "kernels="]
+    capsys.readouterr()
+    code = main(["evaluate", "--selection", str(selection), *args])
+    out, err = capsys.readouterr()
+    assert code != 0 and err.startswith("ERROR ") and len(err.splitlines()) == 1, (code, err)
+    assert "Traceback" not in err and "ERROR miss" not in err  # the input's fault, named as such: never a report

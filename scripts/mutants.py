@@ -25,7 +25,9 @@ CMAKE = "cmake:"  # a file of the CMake package as installed (what builds find),
 ORACLE = "tests/test_selection_oracle.py::test_select_runs_what_the_rebuild_changed"
 # issue 26: the survivors of selection, device deps and the build model, each killed by a fast test
 SELECTION_EVIDENCE = "tests/test_selection_evidence.py"
-DEVICE_DEPS = "tests/test_devicedeps.py"
+DEVICE_DEPS = ("tests/test_devicedeps.py::test_a_comma_list_of_architectures_is_kept_whole",
+               "tests/test_devicedeps.py::test_every_architecture_of_the_command_is_preprocessed",
+               "tests/test_devicedeps.py::test_the_cache_is_used_only_while_its_key_holds")
 BUILD_INPUTS = "tests/test_build_inputs.py"
 
 
@@ -198,10 +200,10 @@ MUTANTS = [
     Mutant("26.5", "only the first architecture of a comma list is preprocessed", "buildtree/devicedeps.py",
            "            kept.append(a)\n",
            '            kept.append(a.split(",")[0] if a.startswith(ARCH_FLAGS) else a)\n',
-           (DEVICE_DEPS,)),
+           DEVICE_DEPS),
     Mutant("26.6", "the device-deps cache ignores its key", "buildtree/devicedeps.py",
            'isinstance(entry, dict) and entry.get("key") == key and', "isinstance(entry, dict) and",
-           (DEVICE_DEPS,)),
+           DEVICE_DEPS),
     Mutant("26.7", "a FetchContent folder git tracks in the source root is spelled $DEP", "buildtree/thirdparty.py",
            "if folder is not None and not _tracked(source_root, folder):", "if folder is not None:",
            (BUILD_INPUTS,)),

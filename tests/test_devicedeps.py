@@ -61,3 +61,96 @@ def test_device_only_and_one_architecture_includes_are_found(tmp_path: Path, com
     broken = Command(tmp_path, (*args, "--offload-arch=gfx90a", "-c", str(tmp_path / "missing.hip"), "-o", str(obj)))
     (_, error), = device_deps(tmp_path, {obj: broken}, "test", use_cache=False).values()
     assert error and error.startswith("device-side includes unknown: the preprocessor failed")
+
+
+# Every architecture's device side, with no HIP installation: clang's own driver, -nogpuinc -nogpulib.
+PER_ARCH = """#ifdef __HIP_DEVICE_COMPILE__
+#include "device_only.h"
+#endif
+#if defined(__gfx90a__)
+#include "gfx90a_only.h"
+#endif
+#if defined(__gfx1030__)
+#include "gfx1030_only.h"
+#endif
+#ifdef EXTRA
+#include "extra.h"
+#endif
+__attribute__((global)) void k(int* x) { x[0] = 1; }
+"""
+HEADERS = ("device_only.h", "gfx90a_only.h", "gfx1030_only.h", "extra.h", "added.h")
+
+
+def _clang(version: str) -> str:
+    return require(shutil.which("clang++", path=f"/usr/lib/llvm-{version}/bin"),
+                   f"clang-{version} (Debian package clang-{version})")
+
+
+def _project(where: Path) -> tuple[Path, Path]:
+    source = where / "k.hip"
+    source.write_text(PER_ARCH)
+    for name in HEADERS:
+        (where / name).write_text("#pragma once\n")
+    obj = where / "k.o"
+    obj.write_bytes(b"object")
+    return source, obj
+
+
+def _command(where: Path, exe: str, source: Path, obj: Path, *flags: str) -> Command:
+    return Command(where, (exe, "-x", "hip", "-nogpuinc", "-nogpulib", *flags, "-MD", "-MF", f"{obj}.d", "-c",
+                           str(source), "-o", str(obj)))
+
+
+def test_a_comma_list_of_architectures_is_kept_whole() -> None:
+    """clang takes ``--offload-arch=a,b`` (and ``--cuda-gpu-arch=a,b``) as both: the device run must too."""
+    command = Command(Path("/b"), ("/usr/bin/clang++-19", "-x", "hip", "--offload-arch=gfx90a,gfx1030",
+                                   "--cuda-gpu-arch=sm_80,sm_90", "-c", "k.hip", "-o", "k.o"))
+    assert device_command(command) == ["/usr/bin/clang++-19", "-x", "hip", "--offload-arch=gfx90a,gfx1030",
+                                       "--cuda-gpu-arch=sm_80,sm_90", "k.hip", "--cuda-device-only", "-M"]
+    assert [a for _, a in archs(command.arguments)] == ["gfx90a", "gfx1030", "sm_80", "sm_90"]
+
+
+@pytest.mark.parametrize("version", ["15", "19"])
+@pytest.mark.parametrize("spelled", [("--offload-arch=gfx90a,gfx1030",), ("--offload-arch=gfx1030,gfx90a",),
+                                     ("--offload-arch=gfx90a", "--offload-arch=gfx1030")])
+def test_every_architecture_of_the_command_is_preprocessed(tmp_path: Path, version: str,
+                                                           spelled: tuple[str, ...]) -> None:
+    """A header taken for one architecture only is found whichever place that architecture has in the list."""
+    source, obj = _project(tmp_path)
+    command = _command(tmp_path, _clang(version), source, obj, *spelled)
+    assert is_clang_offload(command)
+    (deps, error), = device_deps(tmp_path, {obj: command}, "test", use_cache=False).values()
+    assert error is None, error
+    found = {Path(d).name for d in deps if Path(d).parent == tmp_path}
+    assert found == {"k.hip", "device_only.h", "gfx90a_only.h", "gfx1030_only.h"}
+
+
+def test_the_cache_is_used_only_while_its_key_holds(tmp_path: Path) -> None:
+    """Cached includes stand for an object only while its stat key and its command are what they were."""
+    source, obj = _project(tmp_path)
+    exe = _clang("19")
+    command = _command(tmp_path, exe, source, obj, "--offload-arch=gfx90a")
+
+    def deps(cmd: Command = command) -> tuple[set[str], str | None]:
+        (found, error), = device_deps(tmp_path, {obj: cmd}, "test").values()
+        return {Path(d).name for d in found if Path(d).parent == tmp_path}, error
+
+    assert deps() == ({"k.hip", "device_only.h", "gfx90a_only.h"}, None)
+    # The source now includes another header under device compilation, and the object was not rebuilt:
+    # its key holds, so the cache answers (the model fails closed on an object older than its deps).
+    source.write_text('#ifdef __HIP_DEVICE_COMPILE__\n#include "added.h"\n#endif\n' + PER_ARCH)
+    assert deps() == ({"k.hip", "device_only.h", "gfx90a_only.h"}, None)
+    # Rebuilt: a new stat key, so the cached includes are stale and the preprocessor runs again.
+    obj.unlink()
+    obj.write_bytes(b"rebuilt object")
+    assert deps() == ({"k.hip", "added.h", "device_only.h", "gfx90a_only.h"}, None)
+    # The same object under another command (a define that takes extra.h): run again too.
+    extra = _command(tmp_path, exe, source, obj, "--offload-arch=gfx90a", "-DEXTRA")
+    everything = {"k.hip", "added.h", "device_only.h", "gfx90a_only.h", "extra.h"}
+    assert deps(extra) == (everything, None)
+    # A missing source behind an unchanged key is never looked at: the cache answers...
+    source.unlink()
+    assert deps(extra) == (everything, None)
+    # ... until the key changes (here the command), and then the preprocessor's failure is the answer.
+    found, error = deps()
+    assert found == set() and error and error.startswith("device-side includes unknown: the preprocessor failed")

@@ -66,12 +66,16 @@ def fetched(build_dir: Path, cache: dict[str, str], source_root: Path) -> dict[s
 
 
 def _tracked(source_root: Path, folder: Path) -> bool:
-    """Whether git tracks anything in ``folder``, a folder inside the source root (else: False)."""
-    root = os.path.normpath(source_root)
-    if not str(folder).startswith(root + os.sep):
+    """Whether git tracks anything in ``folder``, a folder inside the source root (else: False).
+
+    Both are compared as the files they really are: a project configured through a symlink, or a
+    dependency folder named through one, is still inside (or outside) the same repository.
+    """
+    root, real = os.path.realpath(source_root), os.path.realpath(folder)
+    if not real.startswith(root + os.sep):
         return False
     try:
-        proc = subprocess.run(["git", "-C", root, "ls-files", "-z", "--", os.path.relpath(folder, root)],
+        proc = subprocess.run(["git", "-C", root, "ls-files", "-z", "--", os.path.relpath(real, root)],
                               capture_output=True, timeout=60, check=False)
     except (OSError, subprocess.SubprocessError):
         return False

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -190,3 +191,200 @@ def test_buildkite_drops_exactly_the_skipped_steps(tmp_path: Path) -> None:
     shadow = steps("shadow", where=tmp_path)["steps"]
     assert "kernel-symbol-map evaluate --selection selection.json" in shadow[-1]["command"]
     assert "--junit-step kernels=junit/kernels.xml" in shadow[-1]["command"]
+
+
+# ---- issue 26: Buildkite's shards, list commands, and a selection that must be select's own ----------------------
+
+def pipeline(mode: str, steps_json: dict[str, Any], *args: str, where: Path) -> dict[str, Any]:
+    path = where / "steps.json"
+    path.write_text(json.dumps(steps_json))
+    proc = subprocess.run([sys.executable, str(SELECT_STEPS), mode, str(path), *args], capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def job(command: str | list[str], where: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """One Buildkite job of a step: upload turns ``$$`` into ``$``; a list runs as one ``bash -e`` script."""
+    script = "\n".join(command) if isinstance(command, list) else command
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])  # kernel-symbol-map, python
+    return subprocess.run(["bash", "-e", "-c", script.replace("$$", "$")], cwd=where, capture_output=True, text=True,
+                          env={**os.environ, "PATH": path, "BUILDKITE_BUILD_CHECKOUT_PATH": str(where), **env},
+                          check=False)
+
+
+def step(steps: dict[str, Any], key: str) -> dict[str, Any]:
+    return next(s for s in steps["steps"] if isinstance(s, dict) and s.get("key") == key)
+
+
+SHARDED = {"steps": [{"key": "kernels", "command": "true", "parallelism": 2}, {"key": "models", "command": "true"}]}
+
+
+def test_buildkite_shards_record_to_files_of_their_own_and_select_sees_every_one(tmp_path: Path) -> None:
+    """Two parallel jobs of one step: each keeps its recording; select unites them, so neither shard is lost."""
+    project = tmp_path / "project"
+    project.mkdir()
+    recorded = pipeline("record", SHARDED, where=tmp_path)
+    kernels = step(recorded, "kernels")
+    for n in ("0", "1"):
+        proc = job(kernels["command"], project, BUILDKITE_PARALLEL_JOB=n)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert job(step(recorded, "models")["command"], project).returncode == 0
+    recordings = project / "recordings"
+    assert sorted(p.name for p in recordings.iterdir()) == ["kernels.0.jsonl", "kernels.1.jsonl", "models.jsonl"]
+    assert kernels["artifact_paths"] == ["recordings/kernels.*.jsonl"]
+    assert [json.loads(line)["test"] for line in (recordings / "kernels.1.jsonl").read_text().splitlines()] \
+        == ["kernels"]
+    # What the shards launched (written as record writes it, complete: this machine has no GPU to record):
+    # only shard 1 reached gelu. A change to gelu.cu must keep the step.
+    for name, kernels_launched in (("kernels.0", [SILU]), ("kernels.1", [GELU]), ("models", [SILU])):
+        (recordings / f"{name}.jsonl").write_text(json.dumps(
+            {"test": name.split(".")[0], "kernels": kernels_launched, "complete": True, "commit": COMMIT}) + "\n")
+    proc = ksm("select", "--map", str(write_map(tmp_path / "map.json.gz")), "--recordings", str(recordings),
+               "--changed", "csrc/gelu.cu", "--json")
+    selection = tmp_path / "selection.json"
+    selection.write_text(proc.stdout)
+    assert json.loads(proc.stdout)["skip"] == ["models"], proc.stderr
+    kept = [s["key"] for s in pipeline("select", SHARDED, str(selection), where=tmp_path)["steps"]]
+    assert kept == ["kernels"]
+    # main's keep step: a sharded step with a shard's recording missing keeps none of them, so it always runs
+    agent = tmp_path / "bin" / "buildkite-agent"  # artifact download: the files are already where it puts them
+    agent.parent.mkdir()
+    agent.write_text("#!/bin/sh\nexit 0\n")
+    agent.chmod(0o755)
+    (project / "dist").mkdir()
+    keep = step(recorded, "kernel-symbol-map-keep")["command"]
+    for lost, kept_files in ((None, ["kernels.0.jsonl", "kernels.1.jsonl", "models.jsonl"]),
+                             ("kernels.1.jsonl", ["models.jsonl"])):
+        if lost:
+            (recordings / lost).unlink()
+        evidence = tmp_path / f"evidence-{lost}"
+        proc = job(keep, project, KSM_EVIDENCE=str(evidence), PATH=f"{agent.parent}{os.pathsep}{os.environ['PATH']}")
+        assert proc.returncode == 0, proc.stderr
+        assert sorted(p.name for p in (evidence / "recordings").iterdir()) == kept_files
+
+
+SHARD_TESTS = '''
+import os
+
+def test_k0():
+    pass
+
+def test_k1():
+    assert os.environ["BUILDKITE_PARALLEL_JOB"] != "1", "fails on the second shard only"
+'''
+
+
+def test_buildkite_shadow_keeps_a_list_a_list_and_evaluates_every_shard(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "tests" / "test_k.py").write_text(SHARD_TESTS)
+    (project / "tests" / "test_m.py").write_text("def test_m():\n    pass\n")
+    pytest = "python -m pytest -q -p no:cacheprovider"
+    commands = ["echo preparing", f"{pytest} tests/test_k.py", f"cd tests && {pytest} test_m.py"]
+    steps_json = {"steps": [{"key": "kernels", "commands": commands, "parallelism": 2},
+                            {"key": "models", "command": f"{pytest} tests/test_m.py"}, "wait"]}
+    shadow = pipeline("shadow", steps_json, where=tmp_path)
+    kernels = step(shadow, "kernels")
+    assert isinstance(kernels["commands"], list) and kernels["commands"][0] == "echo preparing"
+    assert kernels["commands"][1].startswith(f"{pytest} tests/test_k.py --junitxml=")
+    assert kernels["commands"][2].startswith(f"cd tests && {pytest} test_m.py --junitxml=")
+    for n in ("0", "1"):
+        proc = job(kernels["commands"], project, BUILDKITE_PARALLEL_JOB=n)
+        assert proc.returncode == (1 if n == "1" else 0), proc.stdout + proc.stderr
+    assert job(step(shadow, "models")["command"], project).returncode == 0
+    assert len(list((project / "junit").iterdir())) == 5  # 2 shards x 2 pytest runs, and models
+    selection = selection_for(tmp_path, {"kernels": [SILU], "models": [GELU]}, "csrc/gelu.cu")  # kernels skipped
+    (project / "selection.json").write_text(selection.read_text())
+    evaluate = step(shadow, "kernel-symbol-map-evaluate")["command"].split(" && ")[-1]  # after the downloads
+    proc = job(evaluate, project)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "ERROR miss: kernels failed" in proc.stderr
+    comment = (project / "evaluation.md").read_text()
+    assert "tests.test_k::test_k1: AssertionError: fails on the second shard only" in comment
+
+
+def tampered(selection: dict[str, Any], how: str) -> dict[str, Any]:
+    doc = json.loads(json.dumps(selection))
+    if how == "another version":
+        doc["schema"] = "kernel-symbol-map/selection/2"
+    elif how == "no schema":
+        del doc["schema"]
+    elif how == "no decisions":
+        del doc["decisions"]
+    elif how == "skips a step it decided to run":
+        doc["skip"].append("models")
+    elif how == "a decision's run is not a bool":
+        doc["decisions"][0]["run"] = "no"
+    elif how == "no run list":
+        del doc["run"]
+    return doc
+
+
+@pytest.mark.parametrize("how", ["another version", "no schema", "no decisions", "skips a step it decided to run",
+                                 "a decision's run is not a bool", "no run list"])
+def test_buildkite_select_trusts_only_what_select_writes(tmp_path: Path, how: str) -> None:
+    """A skip list alone is not a selection: anything but ``select --json``'s own shape runs every step."""
+    selection = selection_for(tmp_path, {"kernels": [SILU], "models": [GELU]}, "csrc/gelu.cu")
+    real = json.loads(selection.read_text())
+    assert [s.get("key") for s in steps("select", str(selection), where=tmp_path)["steps"]] \
+        == ["models", "entrypoints", None]  # the real one: kernels skipped
+    selection.write_text(json.dumps(tampered(real, how)))
+    everything = ROOT / "examples" / "ci" / "buildkite" / "steps.json"
+    proc = subprocess.run([sys.executable, str(SELECT_STEPS), "select", str(everything), str(selection)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and len(json.loads(proc.stdout)["steps"]) == 4, proc.stderr
+    assert "0 of 4 steps skipped" in proc.stderr and "every step runs" in proc.stderr
+
+
+BAD_STEPS: dict[str, bytes | None] = {
+    "missing": None,
+    "not JSON": b"{steps",
+    "not UTF-8": b'{"steps": ["\xff"]}',
+    "nested too deeply": b"[" * 100_000,
+    "a list": b"[]",
+    "no steps": b"{}",
+    "steps an int": b'{"steps": 3}',
+    "steps a string": b'{"steps": "pytest"}',
+    "a step an int": b'{"steps": [3]}',
+    "an int key": b'{"steps": [{"key": 3, "command": "pytest"}]}',
+    "a list key": b'{"steps": [{"key": ["k"], "command": "pytest"}]}',
+    "a key that is a path": b'{"steps": [{"key": "../k", "command": "pytest"}]}',
+    "an int command": b'{"steps": [{"key": "k", "command": 3}]}',
+    "a list of ints": b'{"steps": [{"key": "k", "commands": [1, 2]}]}',
+    "parallelism a string": b'{"steps": [{"key": "k", "command": "pytest", "parallelism": "2"}]}',
+}
+BAD_SELECTIONS: dict[str, bytes | None] = {
+    "missing": None, "not JSON": b"{", "not UTF-8": b"\xff\xfe", "nested too deeply": b'{"a":' * 100_000,
+    "a list": b"[]", "a skip of lists": b'{"schema": "kernel-symbol-map/selection/1", "skip": [["kernels"]]}',
+}
+
+
+@pytest.mark.parametrize("mode", ["record", "shadow", "select"])
+def test_select_steps_on_malformed_input_never_tracebacks(tmp_path: Path, mode: str) -> None:
+    """Bad steps: one ERROR line, exit 2 (there is no pipeline to upload). A bad selection: every step, exit 0."""
+    def run(steps_file: Path, selection_file: Path) -> subprocess.CompletedProcess[str]:
+        extra = [str(selection_file)] if mode == "select" else []
+        return subprocess.run([sys.executable, str(SELECT_STEPS), mode, str(steps_file), *extra],
+                              capture_output=True, text=True, check=False)
+
+    good_steps = ROOT / "examples" / "ci" / "buildkite" / "steps.json"
+    good_selection = tmp_path / "selection.json"
+    good_selection.write_text('{"schema": "kernel-symbol-map/selection/1", "skip": [], "run": [], "decisions": []}')
+    for name, content in BAD_STEPS.items():
+        path = tmp_path / f"steps-{len(content or b'')}-{abs(hash(name))}.json"
+        if content is not None:
+            path.write_bytes(content)
+        proc = run(path, good_selection)
+        assert proc.returncode == 2 and proc.stdout == "", (name, proc.stdout, proc.stderr)
+        assert proc.stderr.startswith("ERROR ") and len(proc.stderr.splitlines()) == 1, (name, proc.stderr)
+    if mode != "select":
+        return
+    for name, content in BAD_SELECTIONS.items():
+        path = tmp_path / f"selection-{abs(hash(name))}.json"
+        if content is not None:
+            path.write_bytes(content)
+        proc = run(good_steps, path)
+        assert proc.returncode == 0 and len(json.loads(proc.stdout)["steps"]) == 4, (name, proc.stderr)
+        assert "Traceback" not in proc.stderr and "every step runs" in proc.stderr, (name, proc.stderr)

@@ -202,9 +202,10 @@ def shadowed(step: dict) -> tuple[dict, list[str]]:
     at = f'"{CHECKOUT}"/'  # from the checkout's root, also after a `cd`
     if isinstance(step[field], str):
         wrapped[field] = f"{step[field]} --junitxml={at}{file(here, '')}"
-    else:  # a list stays a list: Buildkite runs each command in turn
-        wrapped[field] = [f"{c} --junitxml={at}{file(here, f'.{i}')}" if n else c
-                          for i, (c, n) in enumerate(zip(commands, runs))]
+    else:  # a list stays a list. Buildkite runs it as one `bash -e` script: a pytest that fails must not stop
+        # the ones after it (their results would be missing), and the job still fails
+        wrapped[field] = [f"{c} --junitxml={at}{file(here, f'.{i}')} || ksm_failed=$$?" if n else c
+                          for i, (c, n) in enumerate(zip(commands, runs))] + ["exit $${ksm_failed:-0}"]
     wrapped["artifact_paths"] = [file("", "") if names == [""] and shards == 1 else f"junit/{key}.*.xml"]
     jobs = [f".{job}" for job in range(shards)] if shards > 1 else [""]
     return wrapped, [file(job, name) for job in jobs for name in names]

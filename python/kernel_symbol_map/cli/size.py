@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import shutil
 import sys
 import tempfile
 import zipfile
@@ -155,7 +154,7 @@ def _wheel(path: Path) -> Input:
     """A wheel's libraries, measured one at a time from a temporary file (memory stays bounded by the
     largest device image), charged to the map the wheel ships; without one, per kernel as binaries are."""
     from ..consumer import sizereport
-    from ..consumer.kernelmap import WHEEL_ERRORS, read_document
+    from ..consumer.kernelmap import WHEEL_ERRORS, copy_member, read_document, wheel_members
     from ..errors import MapError, MapNotFound
 
     try:
@@ -165,22 +164,27 @@ def _wheel(path: Path) -> Input:
     out = Input(str(path), "wheel", file_bytes=_file_size(path), mapped=document is not None)
     binaries = []
     try:
-        with zipfile.ZipFile(path) as z, tempfile.TemporaryDirectory(prefix="ksm-size-") as tmp:
-            for info in z.infolist():
-                base = info.filename.rsplit("/", 1)[-1]
-                if info.is_dir() or not (base.endswith(".so") or ".so." in base):
-                    continue
-                local = Path(tmp) / "member"
-                with z.open(info) as src, local.open("wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
-                records = _measured(local, f"{path}!{info.filename}", out)
-                if records:
-                    binaries.append((info.filename, records))
-                os.unlink(local)
+        with zipfile.ZipFile(path) as z:
+            libraries = wheel_members(z, path, _is_library)  # every member bounded before one is inflated
+            with tempfile.TemporaryDirectory(prefix="ksm-size-") as tmp:
+                for info in libraries:
+                    local = Path(tmp) / "member"
+                    with local.open("wb") as dst:
+                        copy_member(z, info, dst, path)
+                    records = _measured(local, f"{path}!{info.filename}", out)
+                    if records:
+                        binaries.append((info.filename, records))
+                    os.unlink(local)
     except WHEEL_ERRORS as e:
         raise MapError(f"{path}: not a readable wheel ({e})") from None
     out.pieces = sizereport.join(binaries, document).pieces
     return out
+
+
+def _is_library(name: str) -> bool:
+    """A shared library, by its name: ``lib.so``, and a versioned ``lib.so.1``."""
+    base = name.rsplit("/", 1)[-1]
+    return base.endswith(".so") or ".so." in base
 
 
 # ------------------------------------------------------------------------------------------- one build

@@ -11,6 +11,7 @@ no symbols is "host", by an object with an error "unknown"; a map with a
 from __future__ import annotations
 
 import importlib.machinery
+import io
 import os
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .. import mapformat
 from ..errors import MapError, MapNotFound
@@ -395,6 +396,54 @@ def demangle(symbol: str) -> str:
                 return out.stdout.strip()
         except (OSError, subprocess.SubprocessError):
             pass
+# A wheel's members are bounded by their headers before any is inflated, and again while streaming (issue 26).
+# Real wheels fit: vLLM's (336 MB) has a few thousand members, its largest library a few hundred MB
+# inflated; cuBLASLt's .so is 515 MB; shared libraries deflate 2-5x. A zip bomb (2.5 GiB of zeros in
+# 2.6 MB, 1,000x) is refused at once, with nothing written.
+WHEEL_MAX_MEMBERS = 100_000  # members listed in the central directory
+WHEEL_MAX_MEMBER = 4 << 30  # bytes one member inflates to (zip's own limit without zip64)
+WHEEL_MAX_TOTAL = 16 << 30  # bytes the members read inflate to, together
+WHEEL_MAX_RATIO = 256  # inflated bytes per stored byte, past the first MiB (deflate can reach 1,032x)
+
+
+def member_bound(info: zipfile.ZipInfo) -> int:
+    """The most bytes ``info`` may inflate to: :data:`WHEEL_MAX_RATIO` times what it stores (plus 1 MiB),
+    :data:`WHEEL_MAX_MEMBER` at most."""
+    return min(WHEEL_MAX_MEMBER, WHEEL_MAX_RATIO * info.compress_size + (1 << 20))
+
+
+def wheel_members(z: zipfile.ZipFile, wheel: Path, wanted: Callable[[str], bool]) -> list[zipfile.ZipInfo]:
+    """The files of ``z`` whose names are ``wanted``, checked by their headers before any is inflated: a
+    :class:`MapError` naming the first member past a bound (count, ratio, bytes)."""
+    infos = z.infolist()
+    if len(infos) > WHEEL_MAX_MEMBERS:
+        raise MapError(f"{wheel}: {len(infos):,} members, more than a wheel holds ({WHEEL_MAX_MEMBERS:,})")
+    chosen = [i for i in infos if not i.is_dir() and wanted(i.filename)]
+    for info in chosen:
+        if info.file_size > member_bound(info):
+            raise MapError(f"{wheel}!{info.filename}: claims {info.file_size:,} bytes from {info.compress_size:,} "
+                           f"(more than {WHEEL_MAX_RATIO}x, or {WHEEL_MAX_MEMBER >> 30} GiB): a zip bomb, not read")
+    total = sum(i.file_size for i in chosen)
+    if total > WHEEL_MAX_TOTAL:
+        raise MapError(f"{wheel}: its members claim {total:,} bytes together, more than "
+                       f"{WHEEL_MAX_TOTAL >> 30} GiB: not read")
+    return chosen
+
+
+def copy_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, into: BinaryIO, wheel: Path) -> int:
+    """Inflate ``info`` into ``into`` a MiB at a time, stopping past :func:`member_bound` (zipfile itself
+    stops at the header's size and checks the CRC; this holds whatever the header says)."""
+    bound, copied = member_bound(info), 0
+    with z.open(info) as src:
+        while chunk := src.read(1 << 20):
+            copied += len(chunk)
+            if copied > bound:
+                raise MapError(f"{wheel}!{info.filename}: inflates past {bound:,} bytes ({WHEEL_MAX_RATIO}x its "
+                               f"{info.compress_size:,}): a zip bomb, not read")
+            into.write(chunk)
+    return copied
+
+
     return demangle_fast(symbol)
 
 

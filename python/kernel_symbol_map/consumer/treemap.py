@@ -58,7 +58,8 @@ def tree(found: Iterable[Piece]) -> Node:
     for p in found:
         if not p.bytes:
             continue
-        leaf = short_name(demangle_fast(p.kernel)) if p.kernel else SHARED[p.kind]
+        # by its kind: a code or owned piece is a kernel's, even one whose name is empty (a binary's claim)
+        leaf = SHARED[p.kind] if p.kind in SHARED else short_name(demangle_fast(p.kernel)) or UNNAMED
         target, source = p.origin.target or "(no target)", p.origin.source or p.origin.file or "(no source)"
         node = root
         node.value += p.bytes
@@ -70,6 +71,7 @@ def tree(found: Iterable[Piece]) -> Node:
 
 
 SHARED = {"overhead": "(image overhead)", "ptx": "(PTX)"}  # the pieces that name no kernel
+UNNAMED = "(a kernel with no name)"
 
 
 def squarify(values: list[int], x: float, y: float, w: float, h: float) -> list[tuple[float, float, float, float]]:

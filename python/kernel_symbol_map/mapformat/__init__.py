@@ -44,6 +44,7 @@ from .validation import VERSION, fail_closed_problems, problems
 __all__ = ["VERSION", "fail_closed_problems", "problems"]  # the validator's home is .validation
 MAX_JSON = 512 << 20  # bytes of JSON one map may decompress to: a vLLM map is tens of MB
 MAX_RATIO = 256  # JSON bytes per gzip byte: maps build writes measure 20-130x; deflate can reach 1032x
+INFLATE_IN, INFLATE_OUT = 1 << 16, 1 << 20  # gzip bytes fed at a time, JSON bytes taken at a time
 MIN_CONTAINER_BYTES = 16  # JSON bytes per '{' or '[' at least: a map's smallest object record holds 80 for 3
 # A NUL, or half a surrogate pair, in a JSON string: no path a file system gives (a pair is fine: U+10000 up).
 _BAD_ESCAPE = re.compile(  # re, not regex: json imports re anyway, and build's no-op path stays light
@@ -321,20 +322,33 @@ def decode_bytes(raw: bytes, where: str) -> Any:
         raise MapError(f"{where}: not JSON ({e})") from None
 
 
-def _inflate(raw: bytes, where: str, limit: int) -> bytes:
-    """gzip's members in ``raw``, inflated to at most ``limit`` bytes, which is an error."""
+def _inflate(raw: bytes, where: str, limit: int) -> bytearray:
+    """gzip's members in ``raw``, inflated to at most ``limit`` bytes, which is an error.
+
+    Streamed: :data:`INFLATE_IN` bytes of gzip at a time, each inflated in
+    pieces of at most :data:`INFLATE_OUT`, into one buffer that is checked
+    after every piece. A bomb is refused a piece past the bound, and holds no
+    more than the bound meanwhile (``zlib.decompress`` with a ``max_length``
+    collects its output in blocks and joins them: twice the bound, issue 26).
+    """
     too_big = MapError(f"{where}: decompresses to more than {limit >> 20} MiB "
                        f"({MAX_RATIO}x its size, {MAX_JSON >> 20} MiB at most): not a map")
-    text = b""
+    text = bytearray()
+    view, at = memoryview(raw), 0
     try:
-        while raw:  # concatenated gzip members, as gzip.decompress allows
+        while at < len(raw):  # concatenated gzip members, as gzip.decompress allows
             inflate = zlib.decompressobj(wbits=31)
-            text += inflate.decompress(raw, limit - len(text) + 1)
-            if len(text) > limit or inflate.unconsumed_tail:
-                raise too_big
+            while at < len(raw) and not inflate.eof:
+                data = view[at : at + INFLATE_IN]
+                at += len(data)
+                while data and not inflate.eof:
+                    text += inflate.decompress(data, INFLATE_OUT)
+                    if len(text) > limit:
+                        raise too_big
+                    data = inflate.unconsumed_tail
             if not inflate.eof:
                 raise zlib.error("truncated")
-            raw = inflate.unused_data
+            at -= len(inflate.unused_data)  # the next member starts where this one ended
     except zlib.error:
         raise MapError(f"{where}: not a gzip file") from None
     if not text:

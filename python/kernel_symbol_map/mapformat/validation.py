@@ -167,6 +167,9 @@ def _show(value: Any) -> str:
 
 
 STRINGS = _list_of(STRING)
+# A kernel: a name, never empty (an empty string names no kernel; refused, the map is no evidence: issue 26).
+NAMES = _list_of(_of_type(str, lambda values: _short_enough(values) and all(values),
+                          lambda value: _path(value) or (None if value else "an empty string is no kernel's name")))
 ERROR = _record({"object": STRING, "source": STRING, "error": TEXT}, {"target": STRING})
 MAX_BYTES = 1 << 62  # bytes of one image: any real one is far below; 1e400, 10.5 and 10**400 are not bytes
 
@@ -182,7 +185,7 @@ BYTES = Rule(lambda values: all(map(_is_bytes, values)),
 SIZES = _mapping_of(_record({"image": BYTES, "stored": BYTES},
                             {"ptx": BOOLEAN, "code": _list_of(BYTES), "owned": _list_of(BYTES)}))
 OBJECT = _record(
-    {"source": STRING, "target": STRING, "object": STRING, "device": BOOLEAN, "symbols": STRINGS,
+    {"source": STRING, "target": STRING, "object": STRING, "device": BOOLEAN, "symbols": NAMES,
      "deps": STRINGS},
     {"error": TEXT, "archs": STRINGS, "device_link": BOOLEAN, "unity_sources": STRINGS,
      "compiled_from": STRING, "deps_from": _one_of("cmake-scan", "device-preprocessor"), "sizes": SIZES},

@@ -5,7 +5,12 @@ Each record is ``{"test", "kernels", "complete", "commit", "reason",
 Python processes were recorded. Incomplete when any contributing process was
 incomplete (no CUPTI, dropped records, interrupted), when a process started
 but never wrote its part file (it died), when the command was interrupted,
-or when no process was recorded at all.
+or when no process was recorded at all; and, for the tests from its start
+on, when a recorded process started one that no recorder saw (a native
+program, a shell, Python without the hook: an expectation, ``.spawn``,
+that no ``.started`` claimed). A child's kernels go to the scope it was
+started in and to every test that ran while it lived (its ``window`` in the
+tests log), so a persistent worker's launches reach the tests that used it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 from .. import _atomic
 from ..errors import RecordingError
+from . import timeline
 
 SESSION = "scope::"  # the plugin's widest scope: every test
 
@@ -30,6 +36,24 @@ class Part:
     complete: bool
     reason: str
     kernels: dict[str, tuple[str, ...]]
+    window: tuple[str, int, int] | None = None  # (tests log, start, end): the tests that ran while it lived
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """A process a recorded one started that no recorder saw."""
+
+    by: str  # the token of the process that started it
+    exe: str
+    argv: tuple[str, ...]
+    scope: str
+    log: str  # the tests log at its start ("" for a step)
+    at: int
+    end: int | None  # where the log stood when it was seen to have ended; None: it may still run
+
+    def why(self) -> str:
+        return (f"process {self.by} started {self.exe} ({' '.join(self.argv)[:160]}), which no recorder saw: "
+                "not a Python process with the recorder's hook (a native program, a shell, another interpreter)")
 
 
 def read_parts(folder: Path) -> tuple[list[Part], list[str]]:
@@ -38,11 +62,53 @@ def read_parts(folder: Path) -> tuple[list[Part], list[str]]:
     for path in sorted(folder.glob("*.json")):
         try:
             data = json.loads(path.read_text())
+            window = data.get("window")
             parts.append(Part(str(data["token"]), str(data["scope"]), bool(data["complete"]), str(data["reason"]),
-                              {str(k): tuple(v) for k, v in data["kernels"].items()}))
+                              {str(k): tuple(v) for k, v in data["kernels"].items()},
+                              None if window is None else (str(window["log"]), int(window["start"]),
+                                                           int(window["end"]))))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RecordingError(f"{path}: not a recorder part file ({e})") from None
     return parts, _unwritten(folder)
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise RecordingError(f"{path}: not a recorder file ({e})") from None
+    if not isinstance(data, dict):
+        raise RecordingError(f"{path}: not a recorder file")
+    return data
+
+
+def read_unseen(folder: Path) -> list[Unseen]:
+    """The expectations (``*.spawn``) that no started process claimed.
+
+    A claim needs the expectation's id, the executable it named, and the
+    right parent: the spawner (its pid for an exec). A forked or
+    multiprocessing child never claims: it inherited its parent's
+    environment, and with it maybe an id meant for another process.
+    """
+    claims: dict[str, list[dict[str, Any]]] = {}
+    for path in folder.glob("*.started"):
+        data = _json(path)
+        if data.get("spawn") and not data.get("forked") and not data.get("multiprocessing"):
+            claims.setdefault(str(data["spawn"]), []).append(data)
+    unseen = []
+    for path in sorted(folder.glob("*.spawn")):
+        s = _json(path)
+        try:
+            parent = "pid" if s["replaces"] else "ppid"
+            if any(s["exe"] in c.get("exe", ()) and c.get(parent) == s["pid"] for c in claims.get(s["spawn"], ())):
+                continue
+            ended = path.with_suffix(".ended")
+            end = int(_json(ended)["end"]) if ended.exists() else None
+            unseen.append(Unseen(str(s["by"]), str(s["exe"]), tuple(map(str, s["argv"])), str(s["scope"]),
+                                 str(s["log"]), int(s["at"]), end))
+        except (KeyError, TypeError, ValueError) as e:
+            raise RecordingError(f"{path}: not a recorder spawn file ({e})") from None
+    return unseen
 
 
 def _unwritten(folder: Path) -> list[str]:
@@ -82,7 +148,7 @@ def step_record(folder: Path, step: str, commit: str, interrupted: str = "") -> 
     """One record for a whole CI step: every kernel of every recorded process."""
     wait_for_stragglers(folder)
     parts, died = read_parts(folder)
-    problems = _problems(parts, died, interrupted)
+    problems = _problems(parts, died, interrupted) + [u.why() for u in read_unseen(folder)]
     kernels = sorted({k for p in parts for names in p.kernels.values() for k in names})
     return {"test": step, "kernels": kernels, "complete": not problems, "commit": commit,
             "reason": "; ".join(problems), "processes": len(parts) + len(died)}
@@ -105,17 +171,33 @@ def test_records(folder: Path, tests: list[str], commit: str, interrupted: str =
     problems = _problems(parts, died, interrupted)
     found: dict[str, set[str]] = {t: set() for t in tests}
     for part in parts:
+        lived = _begun(*part.window) if part.window is not None else []
         for scope, names in part.kernels.items():
-            if scope.startswith(SESSION):
-                targets = [t for t in tests if in_scope(t, scope)]
-            elif scope in found:
-                targets = [scope]
-            else:  # a scope no test knows (a process outside any test): every test
-                targets = tests
-            for t in targets:
+            for t in set(_targets(scope, tests, found)) | {t for t in lived if t in found}:
                 found[t].update(names)
-    return [{"test": t, "kernels": sorted(found[t]), "complete": not problems, "commit": commit,
-             "reason": "; ".join(problems), "processes": len(parts) + len(died)} for t in tests]
+    own: dict[str, list[str]] = {t: [] for t in tests}
+    for u in read_unseen(folder):
+        later = _begun(u.log, max(u.at, 0), u.end) if u.log else tests  # no end seen: every test from its start on
+        for t in set(_targets(u.scope, tests, found)) | {t for t in later if t in own}:
+            own[t].append(u.why())
+    return [{"test": t, "kernels": sorted(found[t]), "complete": not (problems or own[t]), "commit": commit,
+             "reason": "; ".join(problems + own[t]), "processes": len(parts) + len(died)} for t in tests]
+
+
+def _targets(scope: str, tests: list[str], known: dict[str, Any]) -> list[str]:
+    """The tests a kernel attributed to ``scope`` belongs to."""
+    if scope.startswith(SESSION):
+        return [t for t in tests if in_scope(t, scope)]
+    if scope in known:
+        return [scope]
+    return tests  # a scope no test knows (a process outside any test): every test
+
+
+def _begun(log: str, start: int, end: int | None = None) -> list[str]:
+    try:
+        return timeline.begun(Path(log), start, end)
+    except (OSError, ValueError) as e:
+        raise RecordingError(f"{log}: not a tests log ({e})") from None
 
 
 def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:

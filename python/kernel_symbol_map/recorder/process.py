@@ -11,6 +11,13 @@ exits; a started process with no part file died before flushing, and the
 merge marks the recording incomplete. Nothing here claims completeness it
 cannot show: no CUPTI, dropped records, or an interrupted run all say
 ``complete: false`` with a reason.
+
+Every process this one starts is watched (:mod:`.spawns`): each start
+writes ``<token>-<n>.spawn``, an expectation that the child claims in its
+``.started`` when it is Python with the hook; one nobody claims is a process
+no recorder saw. A child of a pytest run also notes where the plugin's tests
+log (:mod:`.timeline`) stood at its start and its end, so that a persistent
+worker's kernels go to every test that ran while it lived.
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import _atomic
-from .hook import SCOPE_VARIABLE
+from . import spawns, timeline
+from .hook import FOLDER_VARIABLE, SCOPE_VARIABLE, SPAWN_VARIABLE, TESTS_VARIABLE
 
 KERNEL_KINDS = ("CONCURRENT_KERNEL", "KERNEL")
 _UNMATCHED_LIMIT = 1 << 20  # records kept while waiting for their partner: memory stays bounded
@@ -40,8 +48,14 @@ class ProcessRecorder:
 
     current: ClassVar[ProcessRecorder | None] = None
 
-    def __init__(self, folder: Path, scope: str, backend: Any = None) -> None:
+    def __init__(self, folder: Path, scope: str, backend: Any = None, log: Path | None = None,
+                 follows_log: bool = False) -> None:
         self.folder = folder
+        self.log = log  # the tests log: where this process's spawns and (when it follows it) its life fall
+        self.window: tuple[int, int] | None = None  # (start, end) in the log, for a process that follows it
+        self.follows_log = follows_log
+        self._spawns = 0
+        self._open: set[str] = set()  # spawns not yet seen to end (see spawns.alive)
         self.pid = os.getpid()
         self.default_scope = scope
         self.token = f"{os.getpid()}-{os.urandom(4).hex()}"
@@ -58,24 +72,37 @@ class ProcessRecorder:
     # -- life cycle -------------------------------------------------------
 
     @classmethod
-    def start_current(cls, folder: str | os.PathLike[str], scope: str, backend: Any = None) -> ProcessRecorder:
-        """Start recording this process (once); CUPTI failing to start is recorded, not raised."""
+    def start_current(cls, folder: str | os.PathLike[str], scope: str, backend: Any = None,
+                      own_log: Path | None = None, forked: bool = False) -> ProcessRecorder:
+        """Start recording this process (once); CUPTI failing to start is recorded, not raised.
+
+        ``own_log``: the tests log this process writes (the plugin); else the
+        one in the environment, which this process follows (a child).
+        """
         if cls.current is not None and not cls.current.finished:
             return cls.current
-        recorder = cls(Path(folder), scope)
-        recorder._begin(backend)
+        followed = os.environ.get(TESTS_VARIABLE)
+        log = own_log if own_log is not None else Path(followed) if followed else None
+        recorder = cls(Path(folder), scope, log=log, follows_log=own_log is None and log is not None)
+        recorder._begin(backend, forked)
         cls.current = recorder
         atexit.register(recorder.finish)
+        spawns.watch(lambda: cls.current)
         global _FORK_HOOKED
         if not _FORK_HOOKED:
             os.register_at_fork(before=_before_fork, after_in_child=_restart_in_child)
             _FORK_HOOKED = True
         return recorder
 
-    def _begin(self, backend: Any) -> None:
+    def _begin(self, backend: Any, forked: bool = False) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / f"{self.token}.started").write_text(json.dumps({"pid": os.getpid(), "scope": self.default_scope,
-                                                                      "argv": sys.argv[:3]}))
+        if self.log is not None and self.follows_log:
+            self.window = (timeline.position(self.log), -1)
+        exes, by_multiprocessing = spawns.identity()
+        (self.folder / f"{self.token}.started").write_text(json.dumps({
+            "pid": os.getpid(), "ppid": os.getppid(), "scope": self.default_scope, "argv": sys.argv[:3],
+            "spawn": os.environ.pop(SPAWN_VARIABLE, ""), "exe": exes, "forked": forked,
+            "multiprocessing": by_multiprocessing}))
         if backend is None:
             from .activity import Activity
 
@@ -101,6 +128,9 @@ class ProcessRecorder:
                 self.problems.append(f"CUPTI flush failed: {e}")
         if interrupted:
             self.problems.append("the process was interrupted")
+        self.settle()
+        if self.window is not None and self.log is not None:
+            self.window = (self.window[0], timeline.end(self.log))
         with self._lock:
             for name in self._pending.values():  # launches that carried no external id
                 self.kernels[self.default_scope].add(name)
@@ -113,9 +143,50 @@ class ProcessRecorder:
                 "reason": "; ".join(self.problems),
                 "kernels": {scope: sorted(names) for scope, names in sorted(self.kernels.items())},
             }
+            if self.window is not None:
+                part["window"] = {"log": str(self.log), "start": self.window[0], "end": self.window[1]}
         path = self.folder / f"{self.token}.json"
         _atomic.replace(path, json.dumps(part, separators=(",", ":")).encode())
         return path
+
+    # -- the processes it starts ---------------------------------------------
+
+    def expect(self, exe: str, argv: list[str], replaces: bool) -> dict[str, str]:
+        """Write the expectation for a process about to start (``replaces``: an exec of this one).
+
+        Returns the variables its environment must carry to record and claim it.
+        """
+        self.settle()
+        with self._lock:
+            self._spawns += 1
+            spawn = f"{self.token}-{self._spawns}"
+        scope = os.environ.get(SCOPE_VARIABLE) or self.default_scope
+        record = {"spawn": spawn, "by": self.token, "pid": self.pid, "exe": exe, "argv": argv, "replaces": replaces,
+                  "scope": scope, "log": str(self.log or ""),
+                  "at": timeline.position(self.log) if self.log is not None else 0}
+        _atomic.replace(self.folder / f"{spawn}.spawn", json.dumps(record).encode())
+        carry = {FOLDER_VARIABLE: str(self.folder), SCOPE_VARIABLE: scope, SPAWN_VARIABLE: spawn}
+        if self.log is not None:
+            carry[TESTS_VARIABLE] = str(self.log)
+        return carry
+
+    def trace(self, spawn: str) -> None:
+        """``spawn`` carries its id in its environment: :meth:`settle` can see it end."""
+        with self._lock:
+            self._open.add(spawn)
+
+    def settle(self) -> None:
+        """Note where the tests log stood when each traced spawn was seen to have ended (``<id>.ended``)."""
+        with self._lock:
+            open_ = set(self._open)
+        if not open_:
+            return
+        ended = open_ - spawns.alive(open_)
+        at = timeline.end(self.log) if self.log is not None else 0
+        for spawn in sorted(ended):
+            _atomic.replace(self.folder / f"{spawn}.ended", json.dumps({"end": at}).encode())
+        with self._lock:
+            self._open -= ended
 
     # -- attribution --------------------------------------------------------
 
@@ -185,7 +256,7 @@ def _restart_in_child() -> None:
     if parent is None or parent.finished:
         return
     ProcessRecorder.current = None
-    ProcessRecorder.start_current(parent.folder, os.environ.get(SCOPE_VARIABLE, parent.default_scope))
+    ProcessRecorder.start_current(parent.folder, os.environ.get(SCOPE_VARIABLE, parent.default_scope), forked=True)
 
 
 def _before_fork() -> None:

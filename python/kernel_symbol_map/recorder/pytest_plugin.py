@@ -12,7 +12,11 @@ pushed around each test, never timestamps guessed afterwards:
   test of that scope, so a fixture that warms a kernel up never hides it;
 * any teardown phase, where wider fixtures are finalised: every test;
 * launches with no external id (other threads, import time): every test;
-* Python child processes: the scope they were started in.
+* Python child processes: the scope they were started in, and every test
+  that ran while they lived (a persistent worker serves later tests; see
+  :mod:`.timeline`);
+* a process no recorder saw (a native program, a shell; see :mod:`.spawns`):
+  the record of every test from its start on is incomplete, and names it.
 
 A record is complete only when the test ran whole and passed (see
 :mod:`.outcomes`). Under ``pytest-xdist`` each worker records its own
@@ -37,11 +41,12 @@ from typing import Any
 
 import pytest
 
-from . import hook, parts
+from . import hook, parts, timeline
 from .outcomes import Outcomes
 
 RESULT_NAME = "pytest"
 PARTS_VARIABLE = "KERNEL_SYMBOL_MAP_PYTEST_PARTS"  # an xdist controller's parts folder, for its workers
+TESTS_LOG = "tests.log"  # in the parts folder: every worker's test begins and ends (see .timeline)
 SELECTION_SCHEMA = "kernel-symbol-map/selection/1"
 
 
@@ -89,6 +94,7 @@ class KernelRecorder:
         self.tests: dict[str, None] = {}  # node ids pytest kept, in order
         self.outcomes = Outcomes()
         self.recorder: Any = None
+        self.log: Path | None = None
         if role == "worker":
             self.parts = Path(os.environ[PARTS_VARIABLE])
         else:
@@ -99,15 +105,21 @@ class KernelRecorder:
             self._start()
 
     def _start(self) -> None:
+        import platform
+
         from .process import ProcessRecorder
+
+        platform.uname().processor  # noqa: B018 - runs `uname -p` now, before recording: xdist's workers ask for it
 
         os.environ[hook.FOLDER_VARIABLE] = str(self.parts)  # Python children record too
         os.environ[hook.SCOPE_VARIABLE] = parts.SESSION
+        self.log = self.parts / TESTS_LOG
+        os.environ[hook.TESTS_VARIABLE] = str(self.log)  # children follow it: which tests ran while they lived
         backend = None
         if self.backend_factory is not None:
             backend = type(self).backend_factory(lambda activities: self.recorder.take(activities))
         ProcessRecorder.current = None
-        self.recorder = ProcessRecorder.start_current(self.parts, parts.SESSION, backend=backend)
+        self.recorder = ProcessRecorder.start_current(self.parts, parts.SESSION, backend=backend, own_log=self.log)
 
     # -- which tests pytest kept, and how each one went ------------------------------------------
 
@@ -129,8 +141,15 @@ class KernelRecorder:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, None, None]:
-        with self._scope(item.nodeid):
-            yield
+        if self.log is not None:
+            timeline.append(self.log, timeline.BEGIN, item.nodeid)
+        try:
+            with self._scope(item.nodeid):
+                yield
+        finally:
+            if self.log is not None:
+                self.recorder.settle()  # the processes the test started and waited for end with it
+                timeline.append(self.log, timeline.END, item.nodeid)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_teardown(self) -> Generator[None, None, None]:
@@ -167,7 +186,7 @@ class KernelRecorder:
 
         if self.recorder is not None:
             self.recorder.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
-        for key in (hook.FOLDER_VARIABLE, hook.SCOPE_VARIABLE):
+        for key in (hook.FOLDER_VARIABLE, hook.SCOPE_VARIABLE, hook.TESTS_VARIABLE):
             os.environ.pop(key, None)
         if self.role == "worker":  # the controller merges every worker's part
             return

@@ -1,0 +1,175 @@
+"""Every process a recorded interpreter starts, so that none launches kernels unseen.
+
+An audit hook (:func:`sys.addaudithook`) sees each process this interpreter
+starts through Python: ``subprocess`` (``subprocess.Popen``), ``os.exec*``
+(``os.exec``), ``os.spawn*`` (``os.spawn``, or ``os.fork`` then
+``os.exec``), ``os.posix_spawn`` and ``os.system``. For each one the
+recorder writes an expectation (see :meth:`.process.ProcessRecorder.expect`)
+and the child's environment gets the recorder's variables, even an
+environment the test built from nothing (``env={"PATH": ...}``). A child
+that is Python with the ``.pth`` hook claims its expectation when it starts;
+the merge makes an expectation nobody claimed (a native program, a shell, an
+interpreter without the hook, an environment that could not be changed) an
+incomplete record that names the executable: for every test from its start
+on, or, when the recorder saw it end (no live process carries its id in its
+environment, :func:`alive`), for the tests that ran while it lived.
+
+Only ``subprocess`` and ``os.system`` read the environment after the audit
+event, so only there, or where the child takes this process's own
+environment, can the variables be carried; ``os.posix_spawn`` and
+``os.execve`` with an environment of their own get none, their children
+cannot claim, and their end is never assumed.
+
+``os.fork`` needs no expectation: the child is this interpreter, and records
+itself (:mod:`.process`). ``multiprocessing``'s spawn and forkserver start
+``sys.executable`` below Python's audit events; those children record
+themselves through the inherited environment, and never claim an
+expectation (see :func:`identity`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from .hook import SPAWN_VARIABLE
+
+EVENTS = frozenset({"subprocess.Popen", "os.exec", "os.spawn", "os.posix_spawn", "os.system"})
+SHELL = "/bin/sh"  # what os.system runs
+_ARG_CHARACTERS = 200
+_watching = False
+
+
+class Watcher(Protocol):
+    finished: bool
+    pid: int
+    problems: list[str]
+
+    def expect(self, exe: str, argv: list[str], replaces: bool) -> dict[str, str]: ...
+
+    def trace(self, spawn: str) -> None: ...
+
+
+def watch(current: Callable[[], Watcher | None]) -> None:
+    """Install the audit hook (once per interpreter: a hook cannot be removed, so it asks ``current`` each time)."""
+    global _watching
+    if _watching:
+        return
+    _watching = True
+
+    def audit(event: str, args: tuple[Any, ...]) -> None:
+        if event not in EVENTS:  # every open and import comes here: leave at once
+            return
+        recorder = current()
+        if recorder is None or recorder.finished or recorder.pid != os.getpid():
+            return
+        caller = sys._getframe(1).f_code.co_filename
+        try:
+            seen(recorder, event, args, caller)
+        except Exception as e:  # noqa: BLE001 - never stop the process start; never trust the record either
+            recorder.problems.append(f"could not follow a process it started ({event}): {e!r}")
+
+    sys.addaudithook(audit)
+
+
+def seen(recorder: Watcher, event: str, args: tuple[Any, ...], caller: str = "") -> None:
+    """Write the expectation for one process start, and carry the recorder's variables into its environment."""
+    cwd: Any = None
+    if event == "subprocess.Popen":
+        executable, argv, cwd, env = args
+    elif event == "os.posix_spawn":
+        if caller == getattr(sys.modules.get("subprocess"), "__file__", None):
+            return  # subprocess's own posix_spawn: already seen as subprocess.Popen
+        executable, argv, env = args
+    elif event == "os.exec":
+        executable, argv, env = args
+    elif event == "os.spawn":
+        _mode, executable, argv, env = args
+    else:  # os.system
+        executable, argv, env = SHELL, [SHELL, "-c", _text(args[0])], None
+    argv = [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv)
+    carry = recorder.expect(resolve(executable, env, cwd), [_text(a)[:_ARG_CHARACTERS] for a in argv[:8]],
+                            event == "os.exec")
+    if not (event in ("subprocess.Popen", "os.system") or env is None):
+        return  # the environment was read before the event: nothing can be carried, and its end is never known
+    target = os.environ if env is None else env
+    try:
+        for key, value in carry.items():
+            target[key] = value
+    except (TypeError, AttributeError):
+        return  # an environment that cannot change: the child cannot claim its expectation, so it stays unseen
+    if event != "os.exec":
+        recorder.trace(carry[SPAWN_VARIABLE])
+
+
+def alive(ids: set[str]) -> set[str]:
+    """Those of ``ids`` that a live process still carries in its environment (all of them without /proc).
+
+    A child and whatever it left running (a daemon, a server) inherit the
+    id; a zombie's environment reads empty. A process of another user (a
+    setuid program) cannot be read, and one that cleared its environment
+    carries nothing: neither is seen.
+    """
+    try:
+        pids = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return set(ids)
+    prefix = f"{SPAWN_VARIABLE}=".encode()
+    found: set[str] = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        found.update(e[len(prefix):].decode(errors="replace") for e in environ.split(b"\0") if e.startswith(prefix))
+    return ids & found
+
+
+def resolve(executable: Any, env: Any, cwd: Any) -> str:
+    """The file the kernel will run, as exec finds it (through PATH for a bare name), resolved."""
+    name = _text(executable)
+    if os.path.dirname(name):
+        base = _text(cwd) if cwd is not None else os.getcwd()
+        return os.path.realpath(os.path.join(base, name))
+    found = shutil.which(name, path=os.pathsep.join(map(_text, os.get_exec_path(env))))
+    return os.path.realpath(found) if found else name
+
+
+def identity() -> tuple[list[str], bool]:
+    """This interpreter as an expectation names it: its executables; and whether multiprocessing started it.
+
+    The executables are the binary and, for a script run through its ``#!``
+    line, the script. A multiprocessing child was started below the audit
+    events, so it may hold a stale expectation id from its parent's
+    environment: it never claims one.
+    """
+    exes = {os.path.realpath(sys.executable)} if sys.executable else set()
+    if os.path.exists("/proc/self/exe"):
+        exes.add(os.path.realpath("/proc/self/exe"))
+    argv = list(getattr(sys, "orig_argv", []))[1:]
+    script = next((a for a in argv if not a.startswith("-")), "")
+    if "-c" not in argv and "-m" not in argv and script and _python_script(script):
+        exes.add(os.path.realpath(script))
+    program = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
+    spawned = "--multiprocessing-fork" in argv or program.lstrip().startswith("from multiprocessing")
+    return sorted(exes), spawned
+
+
+def _python_script(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (bytes, os.PathLike)):
+        return os.fsdecode(value)
+    return str(value)
+

@@ -14,6 +14,7 @@ rebuilds nothing, but runs the named tests once per mutant.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "python" / "kernel_symbol_map"
 CMAKE = "cmake:"  # a file of the CMake package as installed (what builds find), not the checkout's copy
+REPO = "repo:"  # a file outside the package, from the repository's root (examples/ci/...)
 ORACLE = "tests/test_selection_oracle.py::test_select_runs_what_the_rebuild_changed"
 # issue 26: the survivors of selection, device deps and the build model, each killed by a fast test
 SELECTION_EVIDENCE = "tests/test_selection_evidence.py"
@@ -181,7 +183,114 @@ MUTANTS = [
            (f"{ORACLE}[a kernel body]",)),
     # issue 26: recorder
     # issue 26: evaluate and recipes
+    Mutant("26e.1", "a node id splits at every ::, inside its parameters too", "consumer/junit.py",
+           'address, bracket, params = nodeid.partition("[")', 'address, bracket, params = nodeid, "", ""',
+           ("tests/test_evaluate.py::test_a_parametrize_id_that_holds_colons_is_one_test",)),
+    Mutant("26e.2", "a test in several result files takes the last one's outcome", "consumer/evaluation.py",
+           'failed = [r for r in results if r.outcome == "failed"]',
+           'failed = [r for r in results[-1:] if r.outcome == "failed"]',
+           ("tests/test_evaluate.py::test_a_failure_on_any_runner_is_a_failure",)),
+    Mutant("26e.3", "a step's later result file replaces its earlier one", "cli/evaluate.py",
+           "steps.setdefault(step, []).extend(junit.read(Path(path)))", "steps[step] = junit.read(Path(path))",
+           ("tests/test_evaluate.py::test_a_step_failed_if_any_case_of_any_shard_failed",)),
+    Mutant("26e.4", "a step's result file counts only its first test case", "consumer/evaluation.py",
+           'failed = [c for c in cases if c.outcome == "failed"]',
+           'failed = [c for c in cases[:1] if c.outcome == "failed"]',
+           ("tests/test_evaluate.py::test_a_step_failed_if_any_case_of_any_shard_failed",)),
+    Mutant("26e.5", "a JUnit <error> is read as passed", "consumer/junit.py",
+           'if child.tag in ("failure", "error"):', 'if child.tag in ("failure",):',
+           ("tests/test_evaluate.py::test_a_failure_on_any_runner_is_a_failure",)),
+    Mutant("26e.6", "Buildkite's select trusts any selection with a skip list", f"{REPO}examples/ci/buildkite/select_steps.py",
+           "    problem = _not_a_selection(selection)\n", '    problem = "" if isinstance(selection, dict) and "skip" in selection else "x"\n',
+           ("tests/test_ci_recipes.py::test_buildkite_select_trusts_only_what_select_writes",)),
+    Mutant("26e.6b", "Buildkite's select trusts a skip list that its decisions do not back",
+           f"{REPO}examples/ci/buildkite/select_steps.py",
+           'if not isinstance(listed, list) or listed != [d["test"] for d in decisions if d["run"] is run]:',
+           "if not isinstance(listed, list):",
+           ("tests/test_ci_recipes.py::test_buildkite_select_trusts_only_what_select_writes",)),
+    Mutant("26e.7", "every shard of a parallel step records to the same file", f"{REPO}examples/ci/buildkite/select_steps.py",
+           "    if _shards(step) == 1:\n", "    if True:\n",
+           ("tests/test_ci_recipes.py::test_buildkite_shards_record_to_files_of_their_own_and_select_sees_every_one",)),
+    Mutant("26e.7b", "main keeps a sharded step's recordings with a shard's missing", f"{REPO}examples/ci/buildkite/select_steps.py",
+           'do test -f "$$f" || rm -f', "do true || rm -f",
+           ("tests/test_ci_recipes.py::test_buildkite_shards_record_to_files_of_their_own_and_select_sees_every_one",)),
+    Mutant("26e.8", "a shadowed list's failing pytest no longer fails its job", f"{REPO}examples/ci/buildkite/select_steps.py",
+           ' + ["exit $${ksm_failed:-0}"]', "",
+           ("tests/test_ci_recipes.py::test_buildkite_shadow_keeps_a_list_a_list_and_evaluates_every_shard",)),
+    Mutant("26e.9", "evaluate reads a selection of any shape", "consumer/evaluation.py",
+           "    check_selection(selection)\n", "",
+           ("tests/test_evaluate.py::test_evaluate_on_malformed_input_says_one_error_line",)),
+    Mutant("26e.10", "--markdown into a missing folder raises", "cli/evaluate.py",
+           "        _write(args.markdown, found.markdown())", "        args.markdown.write_text(found.markdown())",
+           ("tests/test_evaluate.py::test_evaluate_on_malformed_input_says_one_error_line",)),
+    Mutant("26e.11", "select_steps.py's steps are not checked", f"{REPO}examples/ci/buildkite/select_steps.py",
+           "            try:\n                _commands(step)\n                _shards(step)\n",
+           "            try:\n                pass\n",
+           ("tests/test_ci_recipes.py::test_select_steps_on_malformed_input_never_tracebacks",)),
     # issue 26: size and wheels
+    Mutant("26.1", "a sizes list shorter than its symbols is accepted (zip truncates)", "mapformat/sizes.py",
+           "if len(column) != len(symbols):", "if len(column) > len(symbols):",
+           ("tests/test_size_bounds.py::test_a_sizes_list_shorter_than_its_symbols_is_refused",)),
+    Mutant("26.2", "a wheel's versioned libraries (lib.so.1) are not measured", "cli/size.py",
+           'return base.endswith(".so") or ".so." in base', 'return base.endswith(".so")',
+           ("tests/test_size_bounds.py::test_a_wheels_versioned_library_is_measured",)),
+    Mutant("26.3", "a split kernel's remainder is lost", "consumer/sizereport.py",
+           "extra = (p.bytes % n, p.stored % n) if i == 0 else (0, 0)", "extra = (0, 0)",
+           ("tests/test_size_bounds.py::test_a_split_kernels_remainder_is_charged",)),
+    Mutant("26.4", "kernels not in the map are counted as duplicates", "consumer/sizereport.py",
+           "        if p.kernel and p.origin.source != NOT_IN_MAP:\n            per[", "        if p.kernel:\n            per[",
+           ("tests/test_size_bounds.py::test_kernels_not_in_the_map_are_no_duplicates",)),
+    Mutant("26.5", "a kernel without .text is measured as 0 bytes", "readers/sizes.py",
+           '    if missing:\n        raise FormatError(elf.blob.name, f"kernel {min(missing)} has no .text',
+           '    if False:\n        raise FormatError(elf.blob.name, f"kernel {min(missing)} has no .text',
+           ("tests/test_size_bounds.py::test_a_kernel_without_its_text_section_is_refused",)),
+    Mutant("26.6", "two images of one architecture sum image bytes but not stored bytes", "readers/sizes.py",
+           '        into["stored"] += record["stored"]\n', "",
+           ("tests/test_size_bounds.py::test_two_images_of_one_architecture_sum_their_stored_bytes",)),
+    Mutant("26.7", "the treemap takes a nameless kernel for overhead (a KeyError)", "consumer/treemap.py",
+           "leaf = SHARED[p.kind] if p.kind in SHARED else short_name(demangle_fast(p.kernel)) or UNNAMED",
+           "leaf = short_name(demangle_fast(p.kernel)) if p.kernel else SHARED[p.kind]",
+           ("tests/test_size_bounds.py::test_the_treemap_draws_a_kernel_with_no_name",)),
+    Mutant("26.8", "a map with an empty kernel name is valid", "mapformat/validation.py",
+           '"device": BOOLEAN, "symbols": NAMES,', '"device": BOOLEAN, "symbols": STRINGS,',
+           ("tests/test_size_bounds.py::test_an_empty_kernel_name_is_refused_by_the_map",)),
+    Mutant("26.9", "a wheel's members are inflated whatever their headers claim", "consumer/kernelmap.py",
+           "        if info.file_size > member_bound(info):", "        if False:",
+           ("tests/test_size_bounds.py::test_a_zip_bomb_library_is_refused_by_its_header_before_anything_inflates",
+            "tests/test_size_bounds.py::test_a_zip_bomb_map_in_a_wheel_is_refused_by_its_header")),
+    Mutant("26.10", "a wheel's members are not counted", "consumer/kernelmap.py",
+           "    if len(infos) > WHEEL_MAX_MEMBERS:", "    if False:",
+           ("tests/test_size_bounds.py::test_a_wheel_of_too_many_members_is_refused",)),
+    Mutant("26.11", "a wheel's libraries are not bounded together", "consumer/kernelmap.py",
+           "    if total > WHEEL_MAX_TOTAL:", "    if False:",
+           ("tests/test_size_bounds.py::test_a_wheels_libraries_are_bounded_together",)),
+    Mutant("26.12", "a gzip map is inflated in one call (its blocks joined: twice the bound)", "mapformat/__init__.py",
+           "text += inflate.decompress(data, INFLATE_OUT)", "text += inflate.decompress(data, limit + 1)",
+           ("tests/test_size_bounds.py::test_a_gzip_bomb_map_holds_no_more_than_its_bound_while_refused",)),
+    # issue 26, size and wheels: a fresh pass over lines not mutated before
+    Mutant("26.F1", "a NOBITS section is charged its size", "readers/sizes.py",
+           "        if kind == SHT_NOBITS:\n            continue", "        if False:\n            continue",
+           ("tests/test_size_bounds.py::test_a_no_bits_section_costs_no_byte",)),
+    Mutant("26.F2", "kernels outweighing their image are kept (a negative overhead)", "readers/sizes.py",
+           "    if image.overhead < 0:", "    if False:",
+           ("tests/test_size_bounds.py::test_kernels_that_outweigh_their_cubin_are_refused",)),
+    Mutant("26.F3", "a link image none of whose kernels the map defines keeps its overhead", "consumer/sizereport.py",
+           "    known = any(p.kernel in definers for p in found)", "    known = True",
+           ("tests/test_size_bounds.py::test_a_link_image_whose_kernels_the_map_lacks_is_not_in_the_map",)),
+    Mutant("26.F4", "a library's link image is charged to no target", "consumer/sizereport.py",
+           'linked = Origin(DEVICE_LINK, targets.pop() if len(targets) == 1 else "", "", file)',
+           'linked = Origin(DEVICE_LINK, "", "", file)',
+           ("tests/test_size_bounds.py::test_a_link_image_whose_kernels_the_map_lacks_is_not_in_the_map",)),
+    Mutant("26.F5", "the stored bytes' rounding remainder is lost", "consumer/sizereport.py",
+           'out.append(Piece(origin, arch, "overhead", "", overhead, stored - sum(p.stored for p in out), unit))',
+           'out.append(Piece(origin, arch, "overhead", "", overhead, stored * overhead // size if size else 0, unit))',
+           ("tests/test_size_bounds.py::test_an_images_stored_bytes_are_shared_out_whole",)),
+    Mutant("26.F6", "a wheel with two maps is read as the first", "consumer/kernelmap.py",
+           "            if len(members) > 1:\n", "            if False:\n",
+           ("tests/test_size_bounds.py::test_a_wheel_with_two_maps_is_refused",)),
+    Mutant("26.F7", "a wheel's unreadable library is named by its temporary copy", "cli/size.py",
+           "into.failed.append(str(e).replace(str(path), name, 1))", "into.failed.append(str(e))",
+           ("tests/test_size_bounds.py::test_a_wheels_unreadable_library_is_named_by_its_member",)),
     # issue 26: selection, device deps and build model
     Mutant("26.1", "maps of two different commits are accepted together", "consumer/selection.py",
            '    if "" in commits or len(commits) > 1:', '    if "" in commits:',
@@ -210,7 +319,59 @@ MUTANTS = [
     Mutant("26.8", "Ninja's implicit configure inputs are dropped", "buildtree/generatorfiles.py",
            "names = statement.inputs + statement.implicit", "names = statement.inputs",
            (BUILD_INPUTS,)),
+    # issue 26's fresh pass: decision points of selection.py and devicedeps.py not mutated before
+    Mutant("26.f1", "subset maps that list no targets at all count as covering", "consumer/selection.py",
+           "        if not needed or not needed <= covered:", "        if not needed <= covered:",
+           (SELECTION_EVIDENCE,)),
+    Mutant("26.f2", "a file one map reads at configure is clearable when another map compiles it",
+           "consumer/selection.py", 'for s in ("configure", "unknown", "host") if s in statuses',
+           'for s in ("unknown", "host") if s in statuses',
+           (SELECTION_EVIDENCE,)),
+    Mutant("26.f3", "static rules choose for an empty change set", "consumer/selection.py",
+           "chosen = rules.tests_for(changed, canonical) if rules and changed else None",
+           "chosen = rules.tests_for(changed, canonical) if rules else None",
+           (SELECTION_EVIDENCE,)),
+    Mutant("26.f4", "a changed file no rule matches is passed over", "consumer/selection.py",
+           "                if not hits:\n                    return None",
+           "                if not hits:\n                    continue",
+           (SELECTION_EVIDENCE,)),
+    Mutant("26.f5", "a failed device preprocessing is cached as no includes", "buildtree/devicedeps.py",
+           "            if error is None and key is not None:", "            if key is not None:",
+           DEVICE_DEPS),
+    Mutant("26.f6", "a failed device preprocessing's output is trusted", "buildtree/devicedeps.py",
+           "    if proc.returncode != 0:", "    if False:",
+           DEVICE_DEPS),
+    Mutant("26.f7", "hipcc is not taken for clang", "buildtree/devicedeps.py",
+           'if "clang" not in name and "hipcc" not in name:', 'if "clang" not in name:',
+           DEVICE_DEPS),
     # issue 26: generators
+    Mutant("26.G1", "a generated source's deps leave out what its build rule read", "buildtree/model.py",
+           "    built_by = _with_rule_inputs(built_by, rules, stamps)\n", "",
+           (f"{ORACLE}[the input of a build-time generator]",
+            "tests/test_generators.py::test_a_build_time_generators_input_reaches_its_kernels")),
+    Mutant("26.G2", "what the configure wrote is reached only through its own deps", "consumer/kernelmap.py",
+           "if hits and self._configure_generated:", "if False:",
+           (f"{ORACLE}[the input of a configure-time generator]",
+            "tests/test_generators.py::test_what_the_configure_wrote_is_reached_by_every_change_the_map_knows")),
+    Mutant("26.G3", "the map never says which objects the configure wrote", "producer/extract.py",
+           '        entry["configure_generated"] = True', "        pass",
+           ("tests/test_generators.py::test_what_the_configure_wrote_is_reached_by_every_change_the_map_knows",)),
+    Mutant("26.G4", "a build rule's input newer than the object is trusted", "buildtree/model.py",
+           "if stamps[d] is None), None) or out_of_date(o.object, inputs, stamps)", "if stamps[d] is None), None)",
+           ("tests/test_generators.py::test_a_generator_input_newer_than_the_object_fails_closed",)),
+    Mutant("26.G5", "a generated generator's own inputs are not followed", "buildtree/buildrules.py",
+           "                if i in self.made_from:\n", "                if False:\n",
+           ("tests/test_generators.py::test_rules_walk_back_through_generated_generators",)),
+    Mutant("26.G6", "a file in a build folder is never one the configure wrote", "producer/generated.py",
+           "            return name not in self.configure_inputs and name + \".in\" not in self.configure_inputs",
+           "            return False",
+           ("tests/test_generators.py::test_which_files_the_configure_wrote",)),
+    Mutant("26.G7", "a link into the build tree is judged by its own path only", "producer/generated.py",
+           "== path or self._suspect(real))", "== path or True)",
+           ("tests/test_generators.py::test_which_files_the_configure_wrote",)),
+    Mutant("26.G8", "a file no map knows is cleared through what the configure wrote", "consumer/kernelmap.py",
+           "            if hits and self._configure_generated:", "            if self._configure_generated:",
+           ("tests/test_generators.py::test_a_file_no_map_knows_still_runs_everything",)),
 ]
 
 
@@ -219,6 +380,8 @@ def _path(file: str) -> Path:
         from kernel_symbol_map.cmakedir import cmake_dir
 
         return cmake_dir() / file[len(CMAKE):]
+    if file.startswith(REPO):
+        return ROOT / file[len(REPO):]
     return PACKAGE / file
 
 
@@ -243,6 +406,7 @@ def run(mutant: Mutant) -> bool:
 
 
 def main(names: list[str]) -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still puts the file back (finally)
     chosen = [m for m in MUTANTS if not names or m.name in names]
     unknown = set(names) - {m.name for m in MUTANTS}
     if unknown:

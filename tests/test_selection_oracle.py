@@ -20,7 +20,7 @@ its base snapshot (:mod:`oracle`, which never reads a map):
 ``select`` then runs as CI would (``--diff`` from the base, in the changed
 checkout), in one or more variants of how the evidence reaches it, and its
 run set (every test but those skipped) must contain that must-run set. The
-corpus covers issue 18's nine classes and issue 11's nine; ``CORPUS``
+corpus covers issue 18's nine classes, issue 11's nine and issue 26's two generators; ``CORPUS``
 names each change's classes, and the last test checks that every class has
 a change.
 """
@@ -92,9 +92,13 @@ class Tree:
         shutil.rmtree(self.where / "work")
         subprocess.run(["cp", "-a", str(self.where / "pristine"), str(self.where / "work")], check=True)
 
-    def rebuild(self) -> None:
+    def rebuild(self, reconfigure: bool = False) -> None:
         """Every object compiled again: the truth may not trust the build's own dependency records
-        (clang's depfile misses device-only includes, and ninja with it)."""
+        (clang's depfile misses device-only includes, and ninja with it). ``reconfigure`` first runs the
+        configure, as a pull request's clean CI build does: what it generates is then the change's."""
+        if reconfigure:
+            proc = subprocess.run([self.cmake.cmake, str(self.build)], capture_output=True, text=True, check=False)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         proc = subprocess.run([self.cmake.cmake, "--build", str(self.build), "--parallel", "2", "--clean-first"],
                               capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -336,6 +340,7 @@ class Change:
     main: Callable[[Path], None] | None = None  # committed on main after the map: --diff from that commit
     stale: Callable[[Path], None] | None = None  # committed with no rebuild before mapping (a checkout)
     answer: str | None = None  # the first run must decide on evidence, with this code ("" for none): no waste
+    reconfigure: bool = False  # the change is seen only by a new configure (what it generates)
 
 
 def _submodule_edit(src: Path) -> None:
@@ -394,6 +399,10 @@ CORPUS = [
            lambda s: edit(s / "csrc/k/a.cu", "+= real_offset() + pch_value();", "+= 2 * real_offset();"),
            runs=(Run("map of the checkout", ("18.5 stale objects",), _default("stale")),),
            stale=_move_b_kernel_into_a),
+    Change("the input of a build-time generator", ("26.1 build-time generators",),
+           lambda s: edit(s / "csrc/gen/ops.def", "OP(gelu, 2)", "OP(gelu, 3)"), answer=""),
+    Change("the input of a configure-time generator", ("26.2 configure-time generators",),
+           lambda s: edit(s / "include/tiles.h", "TILE_SCALE 3", "TILE_SCALE 5"), reconfigure=True, answer=""),
 ]
 
 
@@ -414,7 +423,7 @@ def _check(tree: Tree, change: Change, tmp: Path) -> list[str]:
         change.main(tree.src)
         diff_base = git(tree.src, "rev-parse", "HEAD")
     change.apply(tree.src)
-    tree.rebuild()
+    tree.rebuild(change.reconfigure)
     diff = oracle.compare(before, tree.snapshot())
     assert diff.objects_changed, f"{change.name}: the change changed no object; the corpus entry tests nothing"
     lines = []
@@ -469,6 +478,7 @@ ISSUE_CLASSES = {
     "18.1 host-only targets", "18.2 device links across targets", "18.3 device-only includes under clang",
     "18.4 staged copies", "18.5 stale objects", "18.6 symbolic commits", "18.7 submodules",
     "18.8 --whole-target across targets", "18.9 normalised rule paths",
+    "26.1 build-time generators", "26.2 configure-time generators",
     "11.1 change sets", "11.2 unknown commits", "11.3 symlinked headers", "11.4 kernels no map knows",
     "11.5 incomplete maps", "11.6 tied to the map's commit", "11.7 Nsight exports", "11.8 rule globs",
     "11.9 host code",

@@ -22,7 +22,7 @@ import regex
 from .._statefile import memoised
 from .._version import __version__
 from ..errors import BuildTreeError
-from . import compdb, dependinfo, devicedeps, fileapi, generatorfiles, pairing, thirdparty, unity
+from . import buildrules, compdb, dependinfo, devicedeps, fileapi, generatorfiles, pairing, thirdparty, unity
 from .makedeps import read_cmake_scan, read_depfile
 from .ninjadeps import NinjaDeps, stale
 
@@ -46,6 +46,8 @@ class TreeObject:
     scanned: bool = False  # deps from CMake's own scan (project headers only), not the compiler
     device_side: bool = False  # deps include the device side's, preprocessed per architecture (clang)
     unity_sources: tuple[str, ...] = ()  # a unity object's real sources (its source is CMake's unity file)
+    rule_inputs: tuple[str, ...] = ()  # what build rules made its generated source or headers from (in deps too)
+    built_source: bool = False  # its source is a build rule's output (add_custom_command)
 
     @property
     def precompiled_header(self) -> bool:
@@ -75,6 +77,7 @@ class BuildTree:
     links: dict[str, tuple[str, ...]] = field(default_factory=dict)  # target -> compiling targets it depends on
     third_party: dict[str, Path] = field(default_factory=dict)  # FetchContent name -> its sources' folder
     unmapped: tuple[thirdparty.CustomCompile, ...] = ()  # custom commands that compile outside the model
+    rule_outputs: frozenset[str] = frozenset()  # every file a build rule makes (absolute, normalised)
 
 
 @dataclass
@@ -172,6 +175,8 @@ def load(
                                     unity_sources=batched))
     if _clang_languages(cache):
         built_by = _with_device_side(build_dir, generator, cache, built_by, stamps, use_cache, log)
+    rules = buildrules.read(build_dir, generator, generatorfiles.manifest(build_dir, config, multi))
+    built_by = _with_rule_inputs(built_by, rules, stamps)
     objects += [o for target in sorted(built_by) for o in built_by[target]]
     objects += _device_links(build_dir, generator, built_by, links, stamps, config if multi else None)
 
@@ -187,6 +192,7 @@ def load(
         objects=tuple(sorted(objects, key=lambda o: (o.target, str(o.object)))),
         pairing=how,
         deps_from=_deps_from(generator, objects),
+        rule_outputs=frozenset(rules.made_from),
         notes=tuple(notes),
         inputs=inputs,
         compiling_targets=compiling,
@@ -253,7 +259,40 @@ def _deps_from(generator: str, objects: list[TreeObject]) -> str:
         found += "+cmake-scan"
     if any(o.device_side for o in objects):
         found += "+device-preprocessor"
+    if any(o.rule_inputs for o in objects):
+        found += "+build-rules"
     return found
+
+
+def _with_rule_inputs(
+    built_by: dict[str, list[TreeObject]], rules: buildrules.Rules, stamps: _Stamps
+) -> dict[str, list[TreeObject]]:
+    """Objects compiled from a generated source or header, with what the build rules made it from.
+
+    A compiler's depfile names the generated file, never the generator's
+    inputs (``csrc/ops.def``): those are added, transitively through generated
+    generators, and checked as deps are (missing, or newer than the object).
+    An object a generator itself depends on (a tool the build compiles first)
+    brings its own deps.
+    """
+    deps_of = {str(o.object): o.deps for objs in built_by.values() for o in objs}
+    updated: dict[str, list[TreeObject]] = {}
+    for target, objs in built_by.items():
+        updated[target] = []
+        for o in objs:
+            source = str(o.source) if o.source is not None else ""
+            generated = [d for d in (source, *o.deps) if rules.produces(d)]
+            if generated and not o.precompiled_header:
+                leaves, made = rules.upstream(generated)
+                inputs = leaves | {d for m in made for d in deps_of.get(m, ())}
+                inputs -= set(deps_of)  # an object reached on the way stands for its deps, added above
+                merged = tuple(sorted(set(o.deps) | inputs | (made - set(deps_of))))
+                error = o.error or next((f"build rule input {d} does not exist" for d in sorted(inputs)
+                                         if stamps[d] is None), None) or out_of_date(o.object, inputs, stamps)
+                o = replace(o, deps=merged, error=error, rule_inputs=tuple(sorted(inputs)),
+                            built_source=rules.produces(source))
+            updated[target].append(o)
+    return updated
 
 
 def _inputs(build_dir: Path, objects: list[TreeObject], pairs: list[_Pair]) -> tuple[str, ...]:

@@ -38,7 +38,7 @@ class Link:
     object: str
     source: str
     target: str
-    via: str  # "source" or "deps"
+    via: str  # "source", "deps", or "configure-generated" (reached by every change that reaches the map)
     symbols: tuple[str, ...]
     error: str | None = None
 
@@ -208,11 +208,24 @@ class KernelMap:
         configured = self._configured(canonical)
         found = []
         for p in paths:
-            reach = self._reach(p, sorted({h for s in spellings[p] for h in index.get(s, [])}))
+            hits = sorted({h for s in spellings[p] for h in index.get(s, [])})
+            if hits and self._configure_generated:  # a file the map knows may be an input the configure read
+                seen = {i for i, _ in hits}
+                hits += [(i, "configure-generated") for i in self._configure_generated if i not in seen]
+            reach = self._reach(p, hits)
             if spellings[p] & configured or (canonical is not None and canonical(p) in configured):
                 reach = Reach(p, "configure", reach.symbols, reach.links)
             found.append(reach)
         return found
+
+    @cached_property
+    def _configure_generated(self) -> list[int]:
+        """Objects compiled from files the configure wrote: their inputs are unknown, so any change may be one.
+
+        Only a file the map knows reaches them this way; one it does not know
+        is ``not-in-map`` already, and a consumer runs everything for it.
+        """
+        return [i for i, o in enumerate(self.objects) if o.get("configure_generated")]
 
     def _configured(self, canonical: Callable[[str], str] | None) -> set[str]:
         """The map's configure inputs, as spelled and (with ``canonical``) as the files they are."""

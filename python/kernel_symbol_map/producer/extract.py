@@ -22,6 +22,7 @@ from ..errors import BuildTreeError, FormatError
 from ..readers.devicecode import Result, read_kernels
 from ..readers.sizes import measure, merged
 from .cache import ObjectCache
+from .generated import Known
 from .mirrors import Mirror, Mirrors
 
 DEVICE_LANGUAGES = ("CUDA", "HIP")
@@ -100,7 +101,7 @@ def _read_and_measure(read: Callable[[Path], Result], path: Path) -> tuple[Resul
 
 def _entry(
     obj: TreeObject, read: tuple[Result, Sizes] | None, tree: BuildTree, relative: Callable[[str], str], mirrors: Mirrors,
-    spellings: Callable[[str], tuple[str, ...]],
+    spellings: Callable[[str], tuple[str, ...]], known: Known,
 ) -> dict[str, Any]:
     result, sizes = read or (None, {})
     source, copy = mirrors.resolve(str(obj.source if obj.source is not None else obj.object))
@@ -119,6 +120,11 @@ def _entry(
         entry["unity_sources"] = sorted({relative(mirrors.resolve(u)[0]) for u in obj.unity_sources})
     if obj.device_link:
         entry["device_link"] = True
+    if obj.rule_inputs:  # a generated source or header: what the build rules made it from (in deps too)
+        entry["rule_inputs"] = sorted({relative(mirrors.resolve(d)[0]) for d in obj.rule_inputs})
+    if not obj.device_link and not obj.precompiled_header and any(
+            known.written_by_configure(mirrors.resolve(p)[0]) for p in _compiled_from(obj)):
+        entry["configure_generated"] = True  # inputs no map knows: every change reaches it (kernelmap)
     packed = map_sizes.pack(entry["symbols"], sizes) if sizes else None
     if packed:
         entry["sizes"] = packed
@@ -176,9 +182,12 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     )
     objects = []
     mirrors = Mirrors(options.mirrors)
+    untracked_unknown = False
     for tree in trees:
+        known = Known.of(root, options.build_dirs, tree.rule_outputs, tree.third_party.values(), tree.configure_inputs)
+        untracked_unknown |= known.tracked is None
         for obj in tree.objects:
-            objects.append(_entry(obj, results.get(obj.object), tree, relative, mirrors, spellings))
+            objects.append(_entry(obj, results.get(obj.object), tree, relative, mirrors, spellings, known))
         if tree.build_dir in caches:
             caches[tree.build_dir].save(str(o.object) for o in tree.objects)
     objects.sort(key=lambda e: (e["source"], e["target"], e["object"]))
@@ -210,6 +219,13 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         orphans = sorted(relative(p) for p in mirrors.orphans)
         notes.append(f"{len(orphans)} files under mirrored copies have no original and are kept as compiled: "
                      + ", ".join(orphans[:10]) + (" ..." if len(orphans) > 10 else ""))
+    generated = sum(1 for o in objects if o.get("configure_generated"))
+    if untracked_unknown:
+        notes.append(f"git cannot list the files of {root}: which sources the configure wrote cannot be known, so "
+                     f"every untracked-looking one counts ({generated} objects), and every change reaches them")
+    elif generated:
+        notes.append(f"{generated} objects are compiled from files the configure wrote (untracked, made by no "
+                     "build rule): their inputs are unknown, so every change reaches them")
     scanned = sum(1 for t in trees for o in t.objects if o.scanned)
     if scanned:
         notes.append(f"{scanned} objects have deps from CMake's own scan (depend.internal, Unix Makefiles): "
@@ -258,6 +274,12 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     inputs = [p for t in trees for p in t.inputs]
     deps = sorted({d for t in trees for o in t.objects for d in o.deps})
     return Extraction(document, inputs, deps)
+
+
+def _compiled_from(obj: TreeObject) -> list[str]:
+    """Every file ``obj`` was compiled from: its source, a unity file's sources, and its deps."""
+    source = [os.path.normpath(obj.source)] if obj.source is not None else []
+    return [*source, *(os.path.normpath(u) for u in obj.unity_sources), *obj.deps]
 
 
 def _why_no_evidence(objects: list[dict[str, Any]], errors: list[dict[str, Any]]) -> str | None:

@@ -1,0 +1,119 @@
+"""What the build's own rules make, and from what: the inputs of generated sources and headers.
+
+A source that a build rule writes (``add_custom_command`` running
+``tools/gen_ops.py`` on ``csrc/ops.def`` to make ``$BUILD/gen/gen_ops.cu``)
+is compiled from more than the files its compiler's depfile names: a change
+to the generator or to what it reads changes the object too. The graph is
+read from what the generator wrote, never from a configure:
+
+* **Ninja**: every ``build`` statement's outputs, explicit and implicit,
+  against its explicit and implicit inputs (order-only inputs order a build,
+  they do not feed it). A ``phony`` statement with no inputs (CMake writes
+  one for each configure input, so that a deleted file is no error) makes
+  nothing.
+* **Unix Makefiles**: the ``<output>: <input>`` rule lines of each target's
+  ``build.make``; paths there are relative to the top of the build tree.
+
+:meth:`Rules.upstream` walks back from generated files to the files no rule
+makes (transitively: a generated generator's own inputs count too).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import regex
+
+from ..errors import BuildTreeError
+from . import ninjafile
+
+# A Makefile rule line as CMake writes it: one prerequisite per line, spaces and '#' escaped with '\'.
+_MAKE_RULE = regex.compile(r"^((?:[^\s:\\]|\\.)+): ((?:[^\s\\]|\\.)+)$", regex.M)
+_MAKE_UNESCAPE = regex.compile(r"\\(.)")
+_MAKE_SPECIAL = ("cmake_force", ".PHONY", ".SUFFIXES", ".NOTPARALLEL")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Output -> the inputs of the rule that makes it; every path absolute and normalised."""
+
+    made_from: dict[str, tuple[str, ...]]
+
+    def produces(self, path: str) -> bool:
+        return path in self.made_from
+
+    def upstream(self, paths: Iterable[str]) -> tuple[set[str], set[str]]:
+        """(the files no rule makes that ``paths`` are made from, the generated files on the way)."""
+        leaves: set[str] = set()
+        generated: set[str] = set()
+        todo = [p for p in paths if p in self.made_from]
+        while todo:
+            path = todo.pop()
+            if path in generated:
+                continue
+            generated.add(path)
+            for i in self.made_from[path]:
+                if i in self.made_from:
+                    todo.append(i)
+                else:
+                    leaves.add(i)
+        return leaves, generated
+
+
+def read(build_dir: Path, generator: str, manifest: Path | None = None) -> Rules:
+    """The build's rules, from ``manifest`` (Ninja, default ``build.ninja``) or the Makefiles."""
+    if "Ninja" in generator:
+        return _from_ninja(build_dir, manifest or build_dir / "build.ninja")
+    if generator == "Unix Makefiles":
+        return _from_makefiles(build_dir)
+    return Rules({})
+
+
+def _absolute(path: str, base: str) -> str:
+    return os.path.normpath(os.path.join(base, path))
+
+
+def _from_ninja(build_dir: Path, manifest: Path) -> Rules:
+    base = str(build_dir)
+    made_from: dict[str, tuple[str, ...]] = {}
+    for st in ninjafile.read(manifest, build_dir):
+        inputs = st.inputs + st.implicit
+        if st.rule == "phony" and not inputs:
+            continue
+        # `$x` references (CMake's `${cmake_ninja_workdir}` before an implicit output) are not paths
+        resolved = tuple(_absolute(i, base) for i in inputs if "$" not in i)
+        for output in st.outputs:
+            if "$" not in output:
+                made_from[_absolute(output, base)] = resolved
+    return Rules(made_from)
+
+
+def _from_makefiles(build_dir: Path) -> Rules:
+    base = str(build_dir)
+    listed = build_dir / "CMakeFiles" / "TargetDirectories.txt"
+    try:
+        directories = [Path(line.strip()) for line in listed.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError as e:
+        raise BuildTreeError(f"{listed}: {e.strerror or e}") from None
+    found: dict[str, list[str]] = {}
+    for directory in directories:
+        build_make = directory / "build.make"
+        try:
+            text = build_make.read_text(encoding="utf-8", errors="surrogateescape")
+        except FileNotFoundError:
+            continue  # a target with nothing to make
+        except OSError as e:
+            raise BuildTreeError(f"{build_make}: {e.strerror or e}") from None
+        for output, source in _MAKE_RULE.findall(text):
+            if output in _MAKE_SPECIAL or source in _MAKE_SPECIAL:
+                continue
+            found.setdefault(_absolute(_unescape(output), base), []).append(_absolute(_unescape(source), base))
+    return Rules({o: tuple(i) for o, i in found.items()})
+
+
+def _unescape(path: str) -> str:
+    path = path.replace("$$", "$")
+    return _MAKE_UNESCAPE.sub(r"\1", path) if "\\" in path else path

@@ -1,0 +1,6 @@
+#pragma once
+// Read by tools/gen_marlin.py at configure time, and included by csrc/gen/tiles_user.cu.
+#define TILE_SCALE 3
+#define TILE(n)
+TILE(64)
+TILE(128)

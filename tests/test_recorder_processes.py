@@ -1,0 +1,294 @@
+"""Every process that could launch kernels during a test is seen, or its record says it is not (issue 26).
+
+Real processes throughout. CUPTI is simulated by a stand-in ``cupti``
+package on PYTHONPATH that the recorder's own :mod:`.activity` drives: its
+``launch(name)`` delivers a kernel record (with the external correlation id
+pushed on this thread, as CUPTI does) through the buffer callback the
+recorder registered, in whichever process calls it. Each recording is also
+fed to ``select`` with a change to the one kernel a case is about.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel_symbol_map.consumer.kernelmap import KernelMap
+from kernel_symbol_map.consumer.recordings import read
+from kernel_symbol_map.consumer.selection import select
+
+COMMIT = "b" * 40
+
+FAKE_CUPTI = '''
+"""A stand-in for cupti-python: what the recorder calls, and launch() to play a kernel launch."""
+import enum
+
+
+class ActivityKind(enum.IntEnum):
+    KERNEL = 3
+    CONCURRENT_KERNEL = 10
+    EXTERNAL_CORRELATION = 38
+
+
+class ExternalCorrelationKind(enum.IntEnum):
+    CUSTOM0 = 4
+
+
+class cuptiError(Exception):
+    pass
+
+
+class _Record:
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+_completed = []
+_stack = []
+_correlation = [0]
+
+
+def activity_register_callbacks(requested, completed):
+    _completed[:] = [completed]
+
+
+def activity_enable(kind):
+    pass
+
+
+def activity_push_external_correlation_id(kind, external_id):
+    _stack.append(external_id)
+
+
+def activity_pop_external_correlation_id(kind):
+    _stack.pop()
+
+
+def activity_flush_all(flag):
+    pass
+
+
+def activity_get_num_dropped_records(context, stream, address):
+    pass
+
+
+def launch(name):
+    """A kernel launch: unrecorded where no recorder registered (as without CUPTI), else delivered."""
+    _correlation[0] += 1
+    records = [_Record(kind=ActivityKind.CONCURRENT_KERNEL, name=name, correlation_id=_correlation[0])]
+    if _stack:
+        records.append(_Record(kind=ActivityKind.EXTERNAL_CORRELATION, correlation_id=_correlation[0],
+                               external_id=_stack[-1]))
+    for completed in _completed:
+        completed(records)
+'''
+
+
+def _fake_cupti(where: Path) -> dict[str, str]:
+    """The stand-in ``cupti`` package in ``where``: the environment that puts it first on PYTHONPATH."""
+    (where / "cupti").mkdir()
+    (where / "cupti" / "__init__.py").write_text("")
+    (where / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(where), os.environ.get("PYTHONPATH")])),
+            "FAKE_CUPTI": str(where)}
+
+
+@pytest.fixture
+def fake_cupti(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    where = tmp_path_factory.mktemp("fake-cupti")
+    for key, value in _fake_cupti(where).items():
+        monkeypatch.setenv(key, value)
+    return where
+
+
+def _native(where: Path) -> Path:
+    """The project's own CUDA executable, as far as the recorder can tell: a program that is not Python."""
+    exe = where / "cuda_app"
+    exe.write_text("#!/bin/sh\nexit 0\n")
+    exe.chmod(0o755)
+    return exe
+
+
+CASES = '''
+import os, subprocess, sys, types
+from cupti import cupti
+
+CLEAN = {"PATH": os.environ["PATH"], "CUDA_VISIBLE_DEVICES": "0", "PYTHONPATH": os.environ["FAKE_CUPTI"]}
+WORKER = (
+    "import sys\\n"
+    "from cupti import cupti\\n"
+    "for line in sys.stdin:\\n"
+    "    cupti.launch(line.strip())\\n"
+    "    print('ok', flush=True)\\n"
+)
+workers = []
+
+
+def launch_in_child(name, **options):
+    subprocess.run([sys.executable, "-c", f"from cupti import cupti; cupti.launch({name!r})"], check=True,
+                   **options)
+
+
+def test_before():
+    cupti.launch("_Z6beforev")
+
+
+def test_clean_env():
+    launch_in_child("_Z2r3v", env=dict(CLEAN))
+
+
+def test_worker_first():
+    workers.append(subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True))
+
+
+def test_worker_reused():
+    worker = workers[0]
+    worker.stdin.write("_Z2r4v\\n")
+    worker.stdin.flush()
+    assert worker.stdout.readline() == "ok\\n"
+
+
+def test_worker_stop():
+    worker = workers.pop()
+    worker.stdin.close()
+    assert worker.wait() == 0
+
+
+def test_native():
+    subprocess.run([os.environ["CUDA_APP"]], check=True)
+
+
+def test_after():
+    cupti.launch("_Z5afterv")
+
+
+def test_shell_wrapper():
+    subprocess.run(f"{sys.executable} -c pass", shell=True, check=True)
+
+
+def test_system():
+    assert os.system("true") == 0
+
+
+def test_python_without_the_hook():
+    subprocess.run([sys.executable, "-S", "-c", "from cupti import cupti; cupti.launch('_Z7nohookv')"], check=True)
+
+
+def test_frozen_env():
+    launch_in_child("_Z6frozenv", env=types.MappingProxyType(dict(CLEAN)))
+
+
+def test_last():
+    cupti.launch("_Z4lastv")
+'''
+
+KERNELS = ["_Z6beforev", "_Z2r3v", "_Z2r4v", "_Z5afterv", "_Z7nohookv", "_Z6frozenv", "_Z4lastv"]
+
+
+def _map() -> KernelMap:
+    """Each kernel from its own source: _Z2r4v from csrc/r4.cu, and so on."""
+    objects = [{"source": f"csrc/{k}.cu", "target": "t", "object": f"{k}.o", "device": True, "symbols": [k],
+                "deps": [f"csrc/{k}.cu"]} for k in KERNELS]
+    return KernelMap({"version": 1, "commit": COMMIT, "cuda": "13.0", "generated_at": "", "build_dirs": [],
+                      "incomplete": False, "errors": [], "stats": {}, "objects": objects})
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """CASES run once under the plugin, in a pytest of their own (their project: no conftest of ours)."""
+    where = tmp_path_factory.mktemp("cases")
+    env = dict(os.environ, **_fake_cupti(tmp_path_factory.mktemp("fake-cupti")), CUDA_APP=str(_native(where)))
+    (where / "test_cases.py").write_text(CASES)
+    out = where / "rec"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(where),
+                           "test_cases.py", "--kernel-record", str(out), "--kernel-record-commit", COMMIT],
+                          cwd=where, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and f"{CASES.count(chr(10) + 'def test_')} passed" in proc.stdout, proc.stdout
+    return out / "pytest.jsonl"
+
+
+@pytest.fixture
+def cases(recording: Path) -> dict[str, dict[str, Any]]:
+    return {r["test"].split("::")[-1]: r for r in map(json.loads, recording.read_text().splitlines())}
+
+
+def _runs(recording: Path, kernel: str) -> set[str]:
+    """The tests select runs when the source of ``kernel`` changes."""
+    selection = select(_map(), read([recording]), [f"csrc/{kernel}.cu"])
+    return {d.test.split("::")[-1] for d in selection.decisions if d.run}
+
+
+def test_a_child_started_with_a_clean_environment_is_recorded(cases: dict[str, dict[str, Any]]) -> None:
+    """Issue 26.3: env={"PATH": ..., "CUDA_VISIBLE_DEVICES": ...} dropped the recorder's variables."""
+    rec = cases["test_clean_env"]
+    assert rec["complete"] and rec["kernels"] == ["_Z2r3v"], rec
+
+
+def test_a_persistent_workers_launch_goes_to_the_test_it_served(cases: dict[str, dict[str, Any]],
+                                                                 recording: Path) -> None:
+    """Issue 26.4: the worker started in one test launched r4 for a later one; a change to r4.cu runs that one."""
+    for test in ("test_worker_first", "test_worker_reused", "test_worker_stop"):
+        assert cases[test]["complete"] and cases[test]["kernels"] == ["_Z2r4v"], cases[test]
+    assert "_Z2r4v" not in cases["test_before"]["kernels"] + cases["test_after"]["kernels"]
+    runs = _runs(recording, "_Z2r4v")
+    assert {"test_worker_first", "test_worker_reused", "test_worker_stop"} <= runs
+
+
+def test_a_native_child_makes_its_tests_record_incomplete_and_names_it(cases: dict[str, dict[str, Any]],
+                                                                      recording: Path) -> None:
+    """Issue 26.5: the project's own CUDA executable launches kernels no Python hook sees."""
+    rec = cases["test_native"]
+    assert not rec["complete"] and "cuda_app" in rec["reason"] and "no recorder saw" in rec["reason"], rec
+    # It was seen to end within its test: the tests before and after keep their complete records.
+    assert cases["test_before"]["complete"] and cases["test_after"]["complete"], (cases["test_before"],
+                                                                                  cases["test_after"])
+    runs = _runs(recording, "_Z6beforev")
+    assert "test_native" in runs and "test_after" not in runs
+
+
+@pytest.mark.parametrize(("test", "named", "outlives"), [
+    ("test_shell_wrapper", "/bin/sh -c", False),  # a shell may run anything: it is not Python when it starts
+    ("test_system", "/bin/sh -c true", False),
+    ("test_python_without_the_hook", "-S", False),  # Python, but no site: the .pth hook never runs
+    # An environment the recorder cannot add its variables to: the child cannot claim, nor be seen to end.
+    ("test_frozen_env", "_Z6frozenv", True),
+])
+def test_a_child_no_recorder_saw_is_named(cases: dict[str, dict[str, Any]], test: str, named: str,
+                                          outlives: bool) -> None:
+    rec = cases[test]
+    assert not rec["complete"] and named in rec["reason"] and "no recorder saw" in rec["reason"], rec
+    assert (named in cases["test_last"]["reason"]) == outlives, cases["test_last"]
+    assert not cases["test_last"]["complete"]  # the frozen one may still run
+
+
+def test_record_sees_a_native_grandchild_and_an_exec(tmp_path: Path, fake_cupti: Path) -> None:
+    """`record -- python script.py`: a clean-environment child is recorded; a native one, or an exec, is named."""
+    script = tmp_path / "script.py"
+    exe = _native(tmp_path)
+
+    def step(body: str) -> dict[str, Any]:
+        script.write_text(textwrap.dedent(body))
+        proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "record", "--step", "s", "--out",
+                               str(tmp_path / "rec"), "--commit", COMMIT, "--", sys.executable, str(script)],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        return json.loads((tmp_path / "rec" / "s.jsonl").read_text())
+
+    clean = step(f"""
+        import os, subprocess, sys
+        subprocess.run([sys.executable, "-c", "from cupti import cupti; cupti.launch('_Z2r3v')"], check=True,
+                       env={{"PATH": os.environ["PATH"], "PYTHONPATH": {str(fake_cupti)!r}}})
+    """)
+    assert clean["complete"] and clean["kernels"] == ["_Z2r3v"] and clean["processes"] == 2, clean
+    native = step(f"import subprocess; subprocess.run([{str(exe)!r}], check=True)\n")
+    assert not native["complete"] and str(exe) in native["reason"], native
+    replaced = step("import os; os.execv('/bin/true', ['true'])\n")
+    assert not replaced["complete"] and "true" in replaced["reason"], replaced

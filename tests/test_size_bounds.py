@@ -312,3 +312,24 @@ def test_a_gzip_bomb_map_holds_no_more_than_its_bound_while_refused() -> None:
     finally:
         tracemalloc.stop()
     assert limit < peak < limit * 1.25 + (2 << 20)
+
+
+def test_a_wheel_with_two_maps_is_refused(tmp_path: Path) -> None:
+    """Fresh pass: which of two maps would be the wheel's? Neither: one error."""
+    wheel = tmp_path / "two-1.0-py3-none-any.whl"
+    raw = _write_map(tmp_path / "m.json.gz", _document(_object("a", {"K": 300}, 1000))).read_bytes()
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr(f"a/{kernelmap.MAP_NAME}", raw)
+        z.writestr(f"b/{kernelmap.MAP_NAME}", raw)
+    with pytest.raises(MapError, match=f"holds 2 {kernelmap.MAP_NAME} files, expected one"):
+        kernelmap.load(wheel)
+
+
+def test_a_wheels_unreadable_library_is_named_by_its_member(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh pass: the error names ``wheel!member``, never the temporary copy size measured."""
+    wheel = tmp_path / "bad-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("k/libx.so", b"not an ELF file at all")
+    assert main(["size", str(wheel)]) == 1
+    line = _one_error(capsys)
+    assert line.startswith(f"ERROR {wheel}!k/libx.so: not an ELF file") and "ksm-size-" not in line

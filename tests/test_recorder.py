@@ -69,8 +69,9 @@ def test_the_hook_starts_in_spawned_forked_and_subprocess_children(tmp_path: Pat
     proc, rec = record(tmp_path, CHILDREN)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    # main, spawn's resource tracker, the spawn child, the fork child, the subprocess: each wrote a part
-    assert_observed_as_cupti_allows(rec, 5)
+    # main, the spawn child, the fork child, the subprocess: each wrote a part (spawn's resource tracker runs
+    # no user code, and lives as long as its parent: it is not recorded)
+    assert_observed_as_cupti_allows(rec, 4)
     assert rec["kernels"] == [] and rec["commit"] == "c1"
     assert not list((tmp_path / "rec").glob(".parts-*"))
 

@@ -117,7 +117,7 @@ def _native(where: Path) -> Path:
 
 
 CASES = '''
-import os, subprocess, sys, types
+import multiprocessing, os, subprocess, sys, types
 from cupti import cupti
 
 CLEAN = {"PATH": os.environ["PATH"], "CUDA_VISIBLE_DEVICES": "0", "PYTHONPATH": os.environ["FAKE_CUPTI"]}
@@ -179,7 +179,44 @@ def test_system():
 
 
 def test_python_without_the_hook():
-    subprocess.run([sys.executable, "-S", "-c", "from cupti import cupti; cupti.launch('_Z7nohookv')"], check=True)
+    # No site, so no hook: it launches unseen, and its own child (with the hook) must not vouch for it.
+    inner = "from cupti import cupti; cupti.launch('_Z7nohookv')"
+    subprocess.run([sys.executable, "-S", "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {inner!r}])"],
+                   check=True)
+
+
+def _stale(method):
+    # The unseen child's id stays in this process's environment; a multiprocessing child inherits it.
+    subprocess.run([sys.executable, "-S", "-c", "pass"], check=True)
+    p = multiprocessing.get_context(method).Process(target=os.getpid)
+    p.start()
+    p.join()
+
+
+def test_stale_fork():
+    _stale("fork")
+
+
+def test_stale_spawn():
+    _stale("spawn")
+
+
+def test_server_start():
+    workers.append(subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL))
+
+
+def test_server_used():
+    pass
+
+
+def test_server_stop():
+    server = workers.pop()
+    server.stdin.close()
+    assert server.wait() == 0
+
+
+def test_after_server():
+    pass
 
 
 def test_frozen_env():
@@ -248,6 +285,9 @@ def test_a_native_child_makes_its_tests_record_incomplete_and_names_it(cases: di
     rec = cases["test_native"]
     assert not rec["complete"] and "cuda_app" in rec["reason"] and "no recorder saw" in rec["reason"], rec
     # It was seen to end within its test: the tests before and after keep their complete records.
+    # A native process that outlives its test (a server) makes every test it lived through incomplete.
+    assert not cases["test_server_used"]["complete"] and "/cat" in cases["test_server_used"]["reason"]
+    assert cases["test_after_server"]["complete"], cases["test_after_server"]
     assert cases["test_before"]["complete"] and cases["test_after"]["complete"], (cases["test_before"],
                                                                                   cases["test_after"])
     runs = _runs(recording, "_Z6beforev")
@@ -258,6 +298,9 @@ def test_a_native_child_makes_its_tests_record_incomplete_and_names_it(cases: di
     ("test_shell_wrapper", "/bin/sh -c", False),  # a shell may run anything: it is not Python when it starts
     ("test_system", "/bin/sh -c true", False),
     ("test_python_without_the_hook", "-S", False),  # Python, but no site: the .pth hook never runs
+    # A multiprocessing child inherits the id meant for the unseen one, and must not claim it.
+    ("test_stale_fork", "-S -c pass", False),
+    ("test_stale_spawn", "-S -c pass", False),
     # An environment the recorder cannot add its variables to: the child cannot claim, nor be seen to end.
     ("test_frozen_env", "_Z6frozenv", True),
 ])

@@ -24,6 +24,10 @@ def start() -> None:
         return
     try:
         from .process import ProcessRecorder
+        from .spawns import resource_tracker
+
+        if resource_tracker():
+            return
 
         ProcessRecorder.start_current(folder, os.environ.get(SCOPE_VARIABLE, ""))
     except Exception as e:  # noqa: BLE001 - interpreter start-up must never fail because of us

@@ -100,7 +100,7 @@ class ProcessRecorder:
             self.window = (timeline.position(self.log), -1)
         exes, by_multiprocessing = spawns.identity()
         (self.folder / f"{self.token}.started").write_text(json.dumps({
-            "pid": os.getpid(), "ppid": os.getppid(), "scope": self.default_scope, "argv": sys.argv[:3],
+            "pid": os.getpid(), "ppid": os.getppid(), "start": spawns.started(os.getpid()), "scope": self.default_scope, "argv": sys.argv[:3],
             "spawn": os.environ.pop(SPAWN_VARIABLE, ""), "exe": exes, "forked": forked,
             "multiprocessing": by_multiprocessing}))
         if backend is None:
@@ -181,12 +181,23 @@ class ProcessRecorder:
             open_ = set(self._open)
         if not open_:
             return
-        ended = open_ - spawns.alive(open_)
+        ended = open_ - spawns.alive(open_, self._recorded())
         at = timeline.end(self.log) if self.log is not None else 0
         for spawn in sorted(ended):
             _atomic.replace(self.folder / f"{spawn}.ended", json.dumps({"end": at}).encode())
         with self._lock:
             self._open -= ended
+
+    def _recorded(self) -> set[tuple[int, str]]:
+        """The processes of this recording that record themselves: (pid, start time)."""
+        found = set()
+        for path in self.folder.glob("*.started"):
+            try:
+                data = json.loads(path.read_text())
+                found.add((int(data["pid"]), str(data.get("start", ""))))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # unreadable: not known to be recorded, so whatever it carries counts
+        return found
 
     # -- attribution --------------------------------------------------------
 

@@ -105,16 +105,18 @@ def seen(recorder: Watcher, event: str, args: tuple[Any, ...], caller: str = "")
         recorder.trace(carry[SPAWN_VARIABLE])
 
 
-def alive(ids: set[str]) -> set[str]:
+def alive(ids: set[str], recorded: set[tuple[int, str]]) -> set[str]:
     """Those of ``ids`` that a live process still carries in its environment (all of them without /proc).
 
     A child and whatever it left running (a daemon, a server) inherit the
     id; a zombie's environment reads empty. A process of another user (a
     setuid program) cannot be read, and one that cleared its environment
-    carries nothing: neither is seen.
+    carries nothing: neither is seen. A ``recorded`` process (pid, start
+    time) is seen by its own recorder, whatever it carries (a
+    multiprocessing child inherits its parent's last id).
     """
     try:
-        pids = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+        pids = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
     except OSError:
         return set(ids)
     prefix = f"{SPAWN_VARIABLE}=".encode()
@@ -125,8 +127,46 @@ def alive(ids: set[str]) -> set[str]:
                 environ = f.read()
         except OSError:
             continue
-        found.update(e[len(prefix):].decode(errors="replace") for e in environ.split(b"\0") if e.startswith(prefix))
+        carried = {e[len(prefix):].decode(errors="replace") for e in environ.split(b"\0") if e.startswith(prefix)}
+        if carried & ids and (pid, started(pid)) not in recorded and not _tracker(pid):
+            found |= carried
     return ids & found
+
+
+def started(pid: int) -> str:
+    """When ``pid`` started (clock ticks since boot, /proc/PID/stat), to tell it from a later one of that pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2:].split()[19].decode()
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
+_TRACKER = "from multiprocessing.resource_tracker import main;"
+
+
+def resource_tracker() -> bool:
+    """This interpreter is multiprocessing's resource tracker: stdlib code that unlinks semaphores, no user code.
+
+    It lives as long as its parent, so it would never write its part before the merge; it is not recorded,
+    and the id it inherited says nothing of the process that id was meant for.
+    """
+    return _is_tracker(list(getattr(sys, "orig_argv", [])))
+
+
+def _is_tracker(argv: list[str]) -> bool:
+    program = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
+    return program.startswith(_TRACKER)
+
+
+def _tracker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [os.fsdecode(a) for a in f.read().split(b"\0")]
+    except OSError:
+        return False
+    return _is_tracker(argv)
 
 
 def resolve(executable: Any, env: Any, cwd: Any) -> str:

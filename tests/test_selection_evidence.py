@@ -17,7 +17,7 @@ import pytest
 from kernel_symbol_map.cli import main
 from kernel_symbol_map.consumer.kernelmap import KernelMap
 from kernel_symbol_map.consumer.recordings import Recording
-from kernel_symbol_map.consumer.selection import COMMIT_MISMATCH, EVIDENCE_FALLBACKS, select
+from kernel_symbol_map.consumer.selection import COMMIT_MISMATCH, EVIDENCE_FALLBACKS, StaticRules, select
 
 ONE, TWO = "1" * 40, "2" * 40  # two commits, full SHAs
 A_K, B_K = "_Z8a_kernelv", "_Z8b_kernelv"
@@ -150,3 +150,52 @@ def test_strict_fails_when_a_recording_was_unreadable_even_if_it_named_its_tests
     code, _, _ = run_select(capsys, "--map", str(kmap), "--recordings", str(complete), "--changed", "csrc/a.cu",
                             "--strict")
     assert code == 0
+
+
+# The fresh pass over select's decision points (issue 26): each rule below had no test that broke with it.
+
+RECORDED = [Recording("test_a", frozenset({A_K}), True, ONE, ""), Recording("test_b", frozenset({B_K}), True, ONE, "")]
+
+
+@pytest.mark.parametrize("all_targets", [None, []])
+def test_a_subset_map_that_does_not_list_the_build_s_targets_is_no_evidence(all_targets: list[str] | None) -> None:
+    """``only_targets`` without the targets it is a subset of cannot show that it covers them: map-subset."""
+    doc = document(ONE) | {"only_targets": ["ops"]}
+    if all_targets is not None:
+        doc["all_targets"] = all_targets
+    result = select([KernelMap(doc)], RECORDED, ["csrc/a.cu"])
+    assert result.fallback == "map-subset" and "unknown" in result.fallback_why
+    assert result.to_run == ["test_a", "test_b"]
+    # Listed and covered, the same map is evidence.
+    result = select([KernelMap(doc | {"all_targets": ["ops"]})], RECORDED, ["csrc/a.cu"])
+    assert result.fallback is None and result.to_run == ["test_a"]
+
+
+def test_a_file_one_map_reads_at_configure_is_never_clearable_by_another_map() -> None:
+    """A variant whose configure read include/a.cuh (staged by configure_file) beside one that compiles
+    it: the union of the maps is what the change may reach, and the configure may change anything."""
+    compiled = KernelMap(document(ONE))
+    configured = document(ONE) | {"configure_inputs": ["include/a.cuh"]}
+    configured["objects"] = [o for o in configured["objects"] if o["source"] == "csrc/b.cu"]
+    result = select([compiled, KernelMap(configured)], RECORDED, ["include/a.cuh"])
+    assert result.fallback == "configure-input" and result.to_run == ["test_a", "test_b"]
+    result = select([KernelMap(configured), compiled], RECORDED, ["include/a.cuh"])
+    assert result.fallback == "configure-input" and result.to_run == ["test_a", "test_b"]
+
+
+def test_static_rules_never_choose_for_an_empty_change_set() -> None:
+    """No change is no evidence (no-changes); rules choose tests for files, and there are none: all run."""
+    rules = StaticRules.parse({"rules": [{"paths": ["csrc/a.cu"], "tests": ["test_a"]}]})
+    result = select([KernelMap(document(ONE))], RECORDED, [], rules)
+    assert result.fallback == "no-changes" and result.to_run == ["test_a", "test_b"]
+
+
+def test_a_changed_file_no_rule_matches_runs_everything() -> None:
+    """Under a fallback the rules decide only when every changed file matches one of them."""
+    rules = StaticRules.parse({"rules": [{"paths": ["csrc/**"], "tests": ["test_a"]}]})
+    kmap = KernelMap(document(ONE))
+    result = select([kmap], RECORDED, ["csrc/new.cu"], rules)  # csrc/new.cu: in no map
+    assert result.fallback == "file-not-in-map" and result.to_run == ["test_a"]
+    result = select([kmap], RECORDED, ["csrc/new.cu", "docs/notes.md"], rules)
+    assert result.fallback == "file-not-in-map" and result.to_run == ["test_a", "test_b"]
+    assert all("static rules" not in d.why for d in result.decisions)

@@ -62,7 +62,7 @@ def _one_error(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def test_a_sizes_list_shorter_than_its_symbols_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """26.1: zip() would drop the symbols past the list's end, and their bytes with them."""
+    """26s.1: zip() would drop the symbols past the list's end, and their bytes with them."""
     obj = _object("a", {"K": 100, "L": 200}, 1000)
     obj["sizes"]["sm_90"]["code"] = obj["sizes"]["sm_90"]["code"][:1]
     with pytest.raises(MapError, match=r"objects\[0\]\.sizes\.sm_90\.code: 1 sizes for 2 symbols"):
@@ -73,7 +73,7 @@ def test_a_sizes_list_shorter_than_its_symbols_is_refused(tmp_path: Path, capsys
 
 
 def test_a_wheels_versioned_library_is_measured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """26.2: ``libk.so.1`` is a shared library as much as ``libk.so`` is."""
+    """26s.2: ``libk.so.1`` is a shared library as much as ``libk.so`` is."""
     wheel = tmp_path / "k-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
         z.write(OBJECTS / "cuda.o", "k/libk.so.1")
@@ -87,21 +87,22 @@ def test_a_wheels_versioned_library_is_measured(tmp_path: Path, capsys: pytest.C
 
 @pytest.mark.parametrize("definers", [2, 3])
 def test_a_split_kernels_remainder_is_charged(definers: int) -> None:
-    """26.3: a device-linked kernel's 301 bytes (777 stored of 1,001) split among its definers add up exactly."""
+    """26s.3: a device-linked kernel's 301 bytes (777 stored of 1,001) split among its definers add up exactly."""
     link = _object("dlink", {"K": 301}, 1001, 777, device_link=True)
     objects = [_object(f"d{i}", {"K": 301}, 900) for i in range(definers)]
     found = sizereport.from_map(_document(*objects, link), "m").pieces
     kernel = [p for p in found if p.kernel == "K"]
     assert len(kernel) == definers
     assert sum(p.bytes for p in kernel) == 301
-    assert sorted(p.bytes for p in kernel) == sorted([301 // definers] * (definers - 1) + [301 // definers + 301 % definers])
+    share, rest = divmod(301, definers)
+    assert sorted(p.bytes for p in kernel) == sorted([share] * (definers - 1) + [share + rest])
     assert sum(p.bytes for p in found) == 1001 and sum(p.stored for p in found) == 777
     totals = sizereport.totals(found)
     assert (totals["bytes"], totals["stored"]) == (1001, 777)
 
 
 def test_kernels_not_in_the_map_are_no_duplicates() -> None:
-    """26.4: a kernel no object of the map defines, in two libraries' device-linked images, has no object to be a
+    """26s.4: a kernel no object of the map defines, in two libraries' device-linked images, has no object to be a
     copy of: it is charged to (not in the map), and only the map's kernels are duplicates."""
     document = _document(_object("a", {"K": 300}, 1000))
     libraries = [(f"pkg/lib{n}.so", [("sm_90", _record({"K": 300, "X": 200}, 2000))]) for n in "ab"]
@@ -126,7 +127,7 @@ def _section(data: bytes, name: str) -> tuple[int, int, int]:
 
 
 def test_a_kernel_without_its_text_section_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """26.5: a cubin whose entry function has no ``.text.<kernel>`` (renamed ``.Text.``): its code cannot be
+    """26s.5: a cubin whose entry function has no ``.text.<kernel>`` (renamed ``.Text.``): its code cannot be
     measured, and 0 bytes would be a wrong figure, so the file is refused (pyelftools reads it as it is)."""
     data = bytearray((OBJECTS / "k.cubin").read_bytes())
     _, name, _ = _section(bytes(data), ".text._Z5childPi")
@@ -142,7 +143,7 @@ def test_a_kernel_without_its_text_section_is_refused(tmp_path: Path, capsys: py
 
 
 def test_two_images_of_one_architecture_sum_their_stored_bytes(tmp_path: Path) -> None:
-    """26.6: ``ld -r`` of a plain and a compressed build of one source holds two sm_80 images: the map's record
+    """26s.6: ``ld -r`` of a plain and a compressed build of one source holds two sm_80 images: the map's record
     sums both their image and their stored bytes (and each kernel's, twice)."""
     ld = shutil.which("ld")
     if ld is None:
@@ -162,7 +163,7 @@ def test_two_images_of_one_architecture_sum_their_stored_bytes(tmp_path: Path) -
 
 
 def test_a_no_bits_section_costs_no_byte(tmp_path: Path) -> None:
-    """Fresh pass: a kernel's NOBITS section (``.nv.shared.<k>`` mostly is) has a size but no file bytes."""
+    """26s.F1 (fresh pass): a kernel's NOBITS section (``.nv.shared.<k>`` mostly is) has a size but no file bytes."""
     data = bytearray((OBJECTS / "k.cubin").read_bytes())
     header, _, size = _section(bytes(data), ".nv.constant0._Z5childPi")
     data[header + 4 : header + 8] = (8).to_bytes(4, "little")  # sh_type = SHT_NOBITS
@@ -175,7 +176,7 @@ def test_a_no_bits_section_costs_no_byte(tmp_path: Path) -> None:
 
 
 def test_kernels_that_outweigh_their_cubin_are_refused(tmp_path: Path) -> None:
-    """Fresh pass: three ``.text`` sections each claiming the rest of the file (in bounds, so overlapping):
+    """26s.F2 (fresh pass): three ``.text`` sections each claiming the rest of the file (in bounds, so overlapping):
     their sum is more than the cubin, a claim, refused rather than a negative overhead."""
     data = bytearray((OBJECTS / "k.cubin").read_bytes())
     for kernel in ("_Z5childPi", "_Z4fillILi2EEvPi", "_Z4fillILi1EEvPi"):
@@ -189,7 +190,7 @@ def test_kernels_that_outweigh_their_cubin_are_refused(tmp_path: Path) -> None:
 
 
 def test_a_link_image_whose_kernels_the_map_lacks_is_not_in_the_map() -> None:
-    """Fresh pass: a device-linked image none of whose kernels the map defines (a third party's) is charged
+    """26s.F3, F4 (fresh pass): a device-linked image none of whose kernels the map defines (a third party's) is charged
     to (not in the map), its overhead too; one with a kernel of the map keeps its overhead, under the target
     of the kernels' objects."""
     document = _document(_object("a", {"K": 300}, 1000))
@@ -202,7 +203,7 @@ def test_a_link_image_whose_kernels_the_map_lacks_is_not_in_the_map() -> None:
 
 
 def test_an_images_stored_bytes_are_shared_out_whole() -> None:
-    """Fresh pass: rounding each kernel's share of the stored bytes down leaves a remainder: the overhead's."""
+    """26s.F5 (fresh pass): rounding each kernel's share of the stored bytes down leaves a remainder: the overhead's."""
     found = sizereport.pieces(sizereport.Origin("s", "t", "o", "f"), "sm_90", _record({"K": 333, "L": 333}, 1000, 7))
     assert sum(p.stored for p in found) == 7
     assert [p.stored for p in found if p.kind == "code"] == [2, 2]
@@ -212,7 +213,7 @@ def test_an_images_stored_bytes_are_shared_out_whole() -> None:
 
 
 def test_an_empty_kernel_name_is_refused_by_the_map(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """26.8: an empty string names no kernel. The validator refuses such a map (select then holds it as no
+    """26s.8: an empty string names no kernel. The validator refuses such a map (select then holds it as no
     evidence, failing closed), and size says so in one line, before the treemap that failed on it is drawn."""
     document = _document(_object("a", {"": 100, "K": 200}, 1000))
     assert validation.problems(document) == ["objects[0].symbols[0]: an empty string is no kernel's name"]
@@ -225,7 +226,7 @@ def test_an_empty_kernel_name_is_refused_by_the_map(tmp_path: Path, capsys: pyte
 
 
 def test_the_treemap_draws_a_kernel_with_no_name() -> None:
-    """26.7: a binary's entry function with an empty name is a kernel's leaf, labelled as nameless."""
+    """26s.7: a binary's entry function with an empty name is a kernel's leaf, labelled as nameless."""
     origin = sizereport.Origin("csrc/a.cu", "t", "a.o", "lib.so")
     found = sizereport.pieces(origin, "sm_90", _record({"": 100, "K": 200}, 1000))
     html = treemap.html(found, "device code", [])
@@ -257,7 +258,7 @@ def _bomb_wheel(path: Path, member: str, first: Path | None = None) -> Path:
 
 def test_a_zip_bomb_library_is_refused_by_its_header_before_anything_inflates(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """26.9: the bomb is the second library; it is refused by what its header claims, before the first is read."""
+    """26s.9: the bomb is the second library; it is refused by what its header claims, before the first is read."""
     wheel = _bomb_wheel(tmp_path / "bomb-1.0-py3-none-any.whl", "k/libbomb.so", OBJECTS / "cuda.o")
     assert main(["size", str(wheel)]) == 1
     line = _one_error(capsys)
@@ -265,7 +266,7 @@ def test_a_zip_bomb_library_is_refused_by_its_header_before_anything_inflates(
 
 
 def test_a_zip_bomb_map_in_a_wheel_is_refused_by_its_header(tmp_path: Path) -> None:
-    """26.9: the map member too: never inflated into memory to be found no gzip."""
+    """26s.9: the map member too: never inflated into memory to be found no gzip."""
     wheel = _bomb_wheel(tmp_path / "bomb-1.0-py3-none-any.whl", f"k/{kernelmap.MAP_NAME}")
     with pytest.raises(MapError, match="claims 67,108,864 bytes from .*a zip bomb"):
         kernelmap.load(wheel)
@@ -273,7 +274,7 @@ def test_a_zip_bomb_map_in_a_wheel_is_refused_by_its_header(tmp_path: Path) -> N
 
 def test_a_wheel_of_too_many_members_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    """26.10: the count is bounded (here at 10, monkeypatched) before any member is read."""
+    """26s.10: the count is bounded (here at 10, monkeypatched) before any member is read."""
     monkeypatch.setattr(kernelmap, "WHEEL_MAX_MEMBERS", 10)
     wheel = tmp_path / "many-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
@@ -285,7 +286,7 @@ def test_a_wheel_of_too_many_members_is_refused(tmp_path: Path, monkeypatch: pyt
 
 def test_a_wheels_libraries_are_bounded_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """26.11: each library within its bounds, together past the total (monkeypatched to 30 KB): refused whole."""
+    """26s.11: each library within its bounds, together past the total (monkeypatched to 30 KB): refused whole."""
     monkeypatch.setattr(kernelmap, "WHEEL_MAX_TOTAL", 30_000)
     wheel = tmp_path / "two-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
@@ -299,7 +300,7 @@ def test_a_wheels_libraries_are_bounded_together(tmp_path: Path, monkeypatch: py
 
 
 def test_a_gzip_bomb_map_holds_no_more_than_its_bound_while_refused() -> None:
-    """26.12: inflated a MiB at a time and checked after each, a bomb costs its bound, not twice (zlib's
+    """26s.12: inflated a MiB at a time and checked after each, a bomb costs its bound, not twice (zlib's
     ``decompress(max_length)`` gathers its output in blocks, then joins them). tracemalloc counts bytes
     allocated, not time: the figure does not depend on the machine."""
     bomb = gzip.compress(b" " * (64 << 20), compresslevel=9)
@@ -315,7 +316,7 @@ def test_a_gzip_bomb_map_holds_no_more_than_its_bound_while_refused() -> None:
 
 
 def test_a_wheel_with_two_maps_is_refused(tmp_path: Path) -> None:
-    """Fresh pass: which of two maps would be the wheel's? Neither: one error."""
+    """26s.F6 (fresh pass): which of two maps would be the wheel's? Neither: one error."""
     wheel = tmp_path / "two-1.0-py3-none-any.whl"
     raw = _write_map(tmp_path / "m.json.gz", _document(_object("a", {"K": 300}, 1000))).read_bytes()
     with zipfile.ZipFile(wheel, "w") as z:
@@ -326,7 +327,7 @@ def test_a_wheel_with_two_maps_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_wheels_unreadable_library_is_named_by_its_member(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Fresh pass: the error names ``wheel!member``, never the temporary copy size measured."""
+    """26s.F7 (fresh pass): the error names ``wheel!member``, never the temporary copy size measured."""
     wheel = tmp_path / "bad-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("k/libx.so", b"not an ELF file at all")

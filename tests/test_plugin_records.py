@@ -132,7 +132,8 @@ def test_broken(launch):
 '''
 
 KERNELS = ["_Z4slowv", "_Z4keepv", "_Z5otherv", "_Z10deselectedv", "_Z7skippedv", "_Z6failedv", "_Z7erroredv",
-           "_Z7xfailedv", "_Z5firstv", "_Z4boomv", "_Z5neverv", "_Z8attempt1v", "_Z8attempt2v", "_Z6brokenv"]
+           "_Z7xfailedv", "_Z5firstv", "_Z4boomv", "_Z5neverv", "_Z8attempt1v", "_Z8attempt2v", "_Z6brokenv",
+           "_Z4bodyv", "_Z8teardownv", "_Z4thenv", "_Z5stopsv", "_Z10notreachedv"]
 
 
 def _map() -> KernelMap:
@@ -211,3 +212,49 @@ def test_reruns_unite_the_attempts_and_the_last_one_decides(pytester: pytest.Pyt
     assert _state(records) == {"test_flaky": (True, ["_Z8attempt1v", "_Z8attempt2v"]),
                                "test_broken": (False, ["_Z6brokenv"])}
     assert records["test_reruns.py::test_broken"]["reason"] == "the test failed (the last of 3 attempts)"
+
+
+TEARDOWN = '''
+import pytest
+
+@pytest.fixture
+def leaks(launch):
+    yield
+    launch("_Z8teardownv")
+    raise RuntimeError("the fixture's teardown fails")
+
+def test_teardown_errored(leaks, launch):
+    launch("_Z4bodyv")
+
+def test_then(launch):
+    launch("_Z4thenv")
+'''
+
+NEVER = '''
+import pytest
+
+def test_stops(launch):
+    launch("_Z5stopsv")
+    assert False, "--maxfail=1 ends the session here"
+
+def test_not_reached(launch):
+    launch("_Z10notreachedv")
+'''
+
+
+def test_a_test_whose_teardown_errored_is_incomplete(pytester: pytest.Pytester) -> None:
+    """Its call passed, but it did not end as it was written to: what its teardown would still launch is unknown."""
+    pytester.makepyfile(test_teardown=TEARDOWN)
+    records = _run(pytester)
+    assert _state(records) == {"test_teardown_errored": (False, ["_Z4bodyv", "_Z8teardownv"]),
+                               "test_then": (True, ["_Z4thenv", "_Z8teardownv"])}  # a teardown: every test's
+    assert records["test_teardown.py::test_teardown_errored"]["reason"] == "the test's teardown errored"
+
+
+def test_a_test_that_never_ran_is_incomplete(pytester: pytest.Pytester) -> None:
+    """--maxfail=1 (not an interrupt): the next test was collected, has a record, and it says it never ran."""
+    pytester.makepyfile(test_never=NEVER)
+    records = _run(pytester, "--maxfail=1")
+    assert _state(records) == {"test_stops": (False, ["_Z5stopsv"]), "test_not_reached": (False, [])}
+    assert records["test_never.py::test_not_reached"]["reason"] == (
+        "the test never ran (the session stopped early: -x, --maxfail, or an interrupt)")

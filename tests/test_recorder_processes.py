@@ -335,3 +335,16 @@ def test_record_sees_a_native_grandchild_and_an_exec(tmp_path: Path, fake_cupti:
     assert not native["complete"] and str(exe) in native["reason"], native
     replaced = step("import os; os.execv('/bin/true', ['true'])\n")
     assert not replaced["complete"] and "true" in replaced["reason"], replaced
+
+
+def test_a_step_whose_command_is_a_shell_is_incomplete(tmp_path: Path, fake_cupti: Path) -> None:
+    """`record -- sh -c "python ...; ./cuda_app"`: the Python child is recorded, the shell's other child is not."""
+    exe = _native(tmp_path)
+    for command, complete in ((f"{sys.executable} -c pass; {exe}", False), (f"exec {sys.executable} -c pass", True)):
+        proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "record", "--step", "s", "--out",
+                               str(tmp_path / "rec"), "--commit", COMMIT, "--", "sh", "-c", command],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        rec = json.loads((tmp_path / "rec" / "s.jsonl").read_text())
+        assert rec["processes"] == 1 and rec["complete"] == complete, (command, rec)
+        assert ("the command is not a Python process" in rec["reason"]) != complete, rec

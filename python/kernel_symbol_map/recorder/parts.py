@@ -145,10 +145,19 @@ def _problems(parts: list[Part], died: list[str], interrupted: str) -> list[str]
 
 
 def step_record(folder: Path, step: str, commit: str, interrupted: str = "") -> dict[str, Any]:
-    """One record for a whole CI step: every kernel of every recorded process."""
+    """One record for a whole CI step: every kernel of every recorded process.
+
+    Called by ``record`` itself, so the command's own process is a recorded
+    one whose parent is this process: else the command is a shell or a
+    native program, and what it ran directly no recorder watched.
+    """
     wait_for_stragglers(folder)
     parts, died = read_parts(folder)
     problems = _problems(parts, died, interrupted) + [u.why() for u in read_unseen(folder)]
+    me = os.getpid()
+    if (parts or died) and not any(me in (s.get("pid"), s.get("ppid")) for s in map(_json, folder.glob("*.started"))):
+        problems.append("the command is not a Python process with the recorder's hook (a shell, a native program): "
+                        "the processes it started itself, no recorder saw")
     kernels = sorted({k for p in parts for names in p.kernels.values() for k in names})
     return {"test": step, "kernels": kernels, "complete": not problems, "commit": commit,
             "reason": "; ".join(problems), "processes": len(parts) + len(died)}

@@ -379,6 +379,15 @@ def test_select_steps_on_malformed_input_never_tracebacks(tmp_path: Path, mode: 
         proc = run(path, good_selection)
         assert proc.returncode == 2 and proc.stdout == "", (name, proc.stdout, proc.stderr)
         assert proc.stderr.startswith("ERROR ") and len(proc.stderr.splitlines()) == 1, (name, proc.stderr)
+    if mode == "shadow":  # steps it cannot see every pytest run of: it would evaluate only some of their results
+        for name, bad in (("pytest twice in one command", {"key": "k", "command": "pytest a && pytest b"}),
+                          ("pytest twice in a list's command", {"key": "k", "commands": ["pytest a; pytest b"]}),
+                          ("no pytest in a list", {"key": "k", "commands": ["make test"]})):
+            path = tmp_path / "steps.json"
+            path.write_text(json.dumps({"steps": [bad]}))
+            proc = run(path, good_selection)
+            assert proc.returncode == 2 and proc.stderr.startswith("ERROR ") and "pytest" in proc.stderr, name
+            assert len(proc.stderr.splitlines()) == 1, (name, proc.stderr)
     if mode != "select":
         return
     for name, content in BAD_SELECTIONS.items():

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer.junit import junit_key
+from kernel_symbol_map.consumer.junit import junit_key, read
 from test_ci_recipes import GELU, SILU, pytest_run, selection_for
 
 PARAMETRIZED = '''
@@ -69,6 +69,9 @@ def test_a(device):
 
 def test_b():
     pass
+
+def test_new():  # no recording knows it: it ran, and counts
+    pass
 '''
 
 
@@ -92,7 +95,7 @@ def test_a_failure_on_any_runner_is_a_failure(tmp_path: Path, capsys: pytest.Cap
         assert code == 1, (order, found)
         assert [m["test"] for m in found["misses"]] == ["tests/test_r.py::test_a"]
         assert "the kernel faults on this driver" in found["misses"][0]["message"]
-        assert found["ran"] == 2 and found["would_skip"] == ["tests/test_r.py::test_a"]
+        assert found["ran"] == 3 and found["would_skip"] == ["tests/test_r.py::test_a"]
 
 
 def junit(path: Path, *cases: tuple[str, float, str]) -> Path:
@@ -119,6 +122,16 @@ def test_a_step_failed_if_any_case_of_any_shard_failed(tmp_path: Path, capsys: p
     code, found, _ = evaluate(capsys, "--selection", str(selection), "--junit-step", f"kernels={shard1}",
                               "--junit-step", f"kernels={shard0}", "--junit-step", f"models={models}")
     assert code == 0 and found["misses"] == [] and found["seconds_saved"] == 15.0
+
+
+def test_a_case_with_a_failure_is_failed_whatever_follows_it(tmp_path: Path) -> None:
+    """Runners order a case's children as they like: a ``<skipped>`` after the ``<failure>`` does not undo it."""
+    path = tmp_path / "results.xml"
+    path.write_text('<testsuite><testcase classname="t" name="a"><failure message="boom"/><skipped/></testcase>'
+                    '<testcase classname="t" name="b"><skipped/><error message="setup broke"/></testcase>'
+                    '<testcase classname="t" name="c"><skipped message="no GPU"/></testcase></testsuite>')
+    assert [(r.name, r.outcome, r.message) for r in read(path)] \
+        == [("a", "failed", "boom"), ("b", "failed", "setup broke"), ("c", "skipped", "")]
 
 
 def real_selection(tmp_path: Path) -> dict[str, Any]:
@@ -148,12 +161,15 @@ MALFORMED_FILES: dict[str, bytes] = {
 }
 
 
-@pytest.mark.parametrize("case", [*MALFORMED_SELECTIONS, *MALFORMED_FILES, "a folder", "missing",
-                                  "--markdown into a folder that does not exist", "--junit-step with no file"])
+OTHER_CASES = ["a folder", "missing", "--markdown into a folder that does not exist", "--junit-step with no file",
+               "results that are XML but not JUnit", "--junit beside --junit-step"]
+
+
+@pytest.mark.parametrize("case", [*MALFORMED_SELECTIONS, *MALFORMED_FILES, *OTHER_CASES])
 def test_evaluate_on_malformed_input_says_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                          case: str) -> None:
     results = junit(tmp_path / "results.xml", ("test_a", 1.0, "failure"))
-    selection = tmp_path / "selection.json"
+    selection = tmp_path / "selection.json"  # real_selection writes it: select's own output
     document = real_selection(tmp_path)
     args = ["--junit", str(results)]
     if case in MALFORMED_SELECTIONS:
@@ -168,10 +184,16 @@ def test_evaluate_on_malformed_input_says_one_error_line(tmp_path: Path, capsys:
         selection = tmp_path / "missing.json"
     elif case.startswith("--markdown"):
         args += ["--markdown", str(tmp_path / "no" / "such" / "comment.md")]
+    elif case == "results that are XML but not JUnit":  # no <testcase> in it: nothing would have failed
+        results.write_text("<html><body><p>502 Bad Gateway</p></body></html>")
+    elif case == "--junit beside --junit-step":  # one of them would be ignored
+        args += ["--junit-step", f"kernels={results}"]
     else:
         args = ["--junit-step", "kernels="]
     capsys.readouterr()
     code = main(["evaluate", "--selection", str(selection), *args])
     out, err = capsys.readouterr()
     assert code != 0 and err.startswith("ERROR ") and len(err.splitlines()) == 1, (code, err)
+    if case.startswith("--junit"):
+        assert code == 2, err  # a usage error: the command was given something it cannot do
     assert "Traceback" not in err and "ERROR miss" not in err  # the input's fault, named as such: never a report

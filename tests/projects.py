@@ -58,9 +58,15 @@ class Build:
 def configure_and_build(
     project: str, where: Path, cmake: CMake, generator: str, *extra: str, build: bool = True
 ) -> Build:
-    """Copy ``project`` (tests may edit it), configure it and build it."""
+    """Copy ``project`` (tests may edit it) into a git repository, as a checkout is, configure it and build it.
+
+    The map tells the files the configure wrote by what git tracks (issue 26).
+    """
     source = where / "src"
     shutil.copytree(PROJECTS / project, source)
+    git = ["git", "-C", str(source), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
     return configure_and_build_at(source, where / "build", cmake, generator, *extra, build=build)
 
 

@@ -135,6 +135,22 @@ def test_a_generator_input_newer_than_the_object_fails_closed(built: Built, tmp_
         os.utime(ops, ns=(saved.st_atime_ns, saved.st_mtime_ns))
 
 
+def test_where_git_cannot_list_the_files_the_map_clears_no_test(built: Built, tmp_path: Path) -> None:
+    env = {**os.environ, "GIT_DIR": str(tmp_path / "no-repository")}  # as an sdist build: git finds nothing
+    out = tmp_path / "blind.json.gz"
+    proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "build", "--build-dir", str(built.build),
+                           "--out", str(out), "--no-cache", "--commit", built.commit], capture_output=True, text=True,
+                          env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    assert doc["tracked_files_unknown"] is True and not any(o.get("configure_generated") for o in doc["objects"])
+    assert any("git cannot list" in n for n in doc["notes"])
+    args = ["select", "--map", str(out), "--recordings", str(built.recordings), "--json", "--changed", "csrc/tiles.h"]
+    result = json.loads(ksm(*args, cwd=built.src).stdout)
+    assert result["fallback"] == "tracked-files-unknown" and not result["skip"]
+    assert ksm(*args, "--strict", cwd=built.src).returncode == 1
+
+
 # -- the rule graph and the configure's files, unit by unit -------------------------------------------------
 
 
@@ -188,5 +204,6 @@ def test_which_files_the_configure_wrote(tmp_path: Path) -> None:
     assert wrote(f"{build}/written.cu")  # the build folder is inside the root: its own rules apply
     assert not wrote(f"{build}/link.cuh")  # a link to a tracked file
     assert not wrote("/usr/include/stdio.h")
-    assert Known.of(tmp_path / "nogit", [build], [], [], []).tracked is None
-    assert Known.of(tmp_path / "nogit", [build], [], [], []).written_by_configure(f"{tmp_path}/nogit/a.cu")
+    blind = Known.of(tmp_path / "nogit", [tmp_path / "nogit" / "build"], [], [], [])
+    assert blind.tracked is None and not blind.written_by_configure(f"{tmp_path}/nogit/a.cu")  # the map says so
+    assert blind.written_by_configure(f"{tmp_path}/nogit/build/a.cu")  # a build folder needs no git

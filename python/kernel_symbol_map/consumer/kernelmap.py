@@ -381,34 +381,21 @@ def _package_map(name: str) -> tuple[bytes, str] | None:
 def _from_wheel(wheel: Path) -> tuple[bytes, str]:
     try:
         with zipfile.ZipFile(wheel) as z:
-            members = [n for n in z.namelist() if n.endswith("/" + MAP_NAME) or n == MAP_NAME]
+            members = wheel_members(z, wheel, lambda n: n.endswith("/" + MAP_NAME) or n == MAP_NAME)
             if not members:
                 raise MapNotFound(f"{wheel}: the wheel ships no {MAP_NAME}")
             if len(members) > 1:
                 raise MapError(f"{wheel}: holds {len(members)} {MAP_NAME} files, expected one")
-            if z.getinfo(members[0]).file_size > mapformat.MAX_JSON:  # the map is gzip: far smaller than its JSON
-                raise MapError(f"{wheel}!{members[0]}: larger than any map")
-            return z.read(members[0]), f"{wheel}!{members[0]}"
+            (info,) = members
+            if info.file_size > mapformat.MAX_JSON:  # the map is gzip: far smaller than its JSON
+                raise MapError(f"{wheel}!{info.filename}: larger than any map")
+            data = io.BytesIO()
+            copy_member(z, info, data, wheel)
+            return data.getvalue(), f"{wheel}!{info.filename}"
     except WHEEL_ERRORS as e:
         raise MapError(f"{wheel}: not a readable wheel ({e})") from None
 
 
-# What zipfile raises on a damaged wheel: RuntimeError for an encrypted member, zlib.error for a corrupt one.
-WHEEL_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError,
-                RuntimeError, zlib.error)
-
-
-@lru_cache(maxsize=4096)
-def demangle(symbol: str) -> str:
-    """For people only: cu++filt where present, else the C++ runtime's demangler."""
-    tool = shutil.which("cu++filt")
-    if tool:
-        try:
-            out = subprocess.run([tool, symbol], capture_output=True, text=True, timeout=10, check=False)
-            if out.returncode == 0 and out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
 # A wheel's members are bounded by their headers before any is inflated, and again while streaming (issue 26).
 # Real wheels fit: vLLM's (336 MB) has a few thousand members, its largest library a few hundred MB
 # inflated; cuBLASLt's .so is 515 MB; shared libraries deflate 2-5x. A zip bomb (2.5 GiB of zeros in
@@ -457,6 +444,22 @@ def copy_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, into: BinaryIO, wheel
     return copied
 
 
+# What zipfile raises on a damaged wheel: RuntimeError for an encrypted member, zlib.error for a corrupt one.
+WHEEL_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError,
+                RuntimeError, zlib.error)
+
+
+@lru_cache(maxsize=4096)
+def demangle(symbol: str) -> str:
+    """For people only: cu++filt where present, else the C++ runtime's demangler."""
+    tool = shutil.which("cu++filt")
+    if tool:
+        try:
+            out = subprocess.run([tool, symbol], capture_output=True, text=True, timeout=10, check=False)
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
     return demangle_fast(symbol)
 
 

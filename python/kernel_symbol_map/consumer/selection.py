@@ -54,12 +54,13 @@ CONFIGURE_INPUT = "configure-input"
 RECORDING_INCOMPLETE = "recording-incomplete"
 RECORDING_UNREADABLE = "recording-unreadable"
 UNKNOWN_KERNEL = "unknown-kernel"
+TRACKED_UNKNOWN = "tracked-files-unknown"  # git could not say which sources the configure wrote
 _FILE_CODES = {"not-in-map": FILE_NOT_IN_MAP, "host": HOST_FILE, "unknown": UNKNOWN_FILE,
                "configure": CONFIGURE_INPUT}
 # Fallbacks because the evidence itself could not be used (missing, unreadable, partial, of another
 # commit), as opposed to answers about the change (a host file, a file no map knows, no change at all).
 # --strict exits 1 on these.
-EVIDENCE_FALLBACKS = frozenset({NO_MAP, MAP_UNREADABLE, MAP_INCOMPLETE, MAP_SUBSET, COMMIT_MISMATCH,
+EVIDENCE_FALLBACKS = frozenset({NO_MAP, MAP_UNREADABLE, MAP_INCOMPLETE, MAP_SUBSET, COMMIT_MISMATCH, TRACKED_UNKNOWN,
                                 MAP_COMMIT_MISSING, RECORDING_UNREADABLE})
 
 
@@ -220,6 +221,10 @@ def select(
     if not is_full_sha(next(iter(commits))):  # a name that moves (HEAD, a branch) is no commit at all
         return fallback(COMMIT_MISMATCH, f"the maps' commit {next(iter(commits))!r} is not a full SHA")
     (commit,) = commits
+    blind = next((m for m in kmaps if m.document.get("tracked_files_unknown")), None)
+    if blind is not None:
+        return fallback(TRACKED_UNKNOWN, f"{blind.where or 'a map'} was built where git could not list the "
+                        "source root's files: the sources the configure wrote, reached by any change, are unknown")
     if all(m.only_targets for m in kmaps):
         covered = set().union(*(m.only_targets for m in kmaps))
         needed = set().union(*(m.all_targets for m in kmaps))

@@ -200,7 +200,8 @@ MAP = _record(
      "tool": STRING, "reader": _one_of("native", "cuobjdump"), "pairing": STRING, "deps_from": STRING,
      "notes": _list_of(TEXT), "config": STRING, "only_targets": STRINGS, "all_targets": STRINGS,
      "excluded_targets": STRINGS, "configure_inputs": STRINGS, "third_party": STRINGS,
-     "target_links": _mapping_of(STRINGS), "unmapped_targets": _list_of(UNMAPPED)},
+     "target_links": _mapping_of(STRINGS), "unmapped_targets": _list_of(UNMAPPED),
+     "tracked_files_unknown": BOOLEAN},
 )
 
 

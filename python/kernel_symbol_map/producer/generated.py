@@ -14,9 +14,10 @@ Such a file is one the build compiles or includes that
   ``configure_file`` copy of a configure input (same name, or ``.in`` dropped),
 * and is not reached through a link to a file that is known.
 
-When git cannot list the source root's files (no repository, no git), every
-untracked-looking file inside it is counted: which of them the configure wrote
-cannot be known, and the map says so in a note.
+When git cannot list the source root's files (an sdist, no git), which of
+them the configure wrote cannot be known: none inside the source root is
+counted, and the map says so (``tracked_files_unknown``), so that ``select``
+uses no such map as evidence. ``query`` stays exact about what it knows.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class Known:
             return name not in self.configure_inputs and name + ".in" not in self.configure_inputs
         if not _inside(path, self.source_root):
             return False  # the toolkit's and the system's headers
-        return self.tracked is None or path not in self.tracked
+        return self.tracked is not None and path not in self.tracked  # no git: the map says it cannot know
 
 
 def _inside(path: str, folder: str) -> bool:

@@ -151,6 +151,7 @@ MALFORMED_SELECTIONS: dict[str, Any] = {  # each: what a field of a real selecti
     "a decision that is a string": ("decisions", ["tests/test_k.py::test_a"]),
     "a fallback that is a dict": ("fallback", {"why": "x"}),
     "another version": ("schema", "kernel-symbol-map/selection/2"),
+    "no skip list": ("skip", None),
 }
 MALFORMED_FILES: dict[str, bytes] = {
     "not JSON": b"{not json",
@@ -175,6 +176,8 @@ def test_evaluate_on_malformed_input_says_one_error_line(tmp_path: Path, capsys:
     if case in MALFORMED_SELECTIONS:
         key, value = MALFORMED_SELECTIONS[case]
         document[key] = value
+        if value is None:
+            del document[key]
         selection.write_text(json.dumps(document))
     elif case in MALFORMED_FILES:
         selection.write_bytes(MALFORMED_FILES[case])

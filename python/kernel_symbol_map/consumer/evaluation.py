@@ -100,9 +100,9 @@ def check_selection(selection: Any) -> None:
     if not isinstance(selection, dict) or selection.get("schema") != SELECTION_SCHEMA:
         raise bad("no such schema")
     for key in ("skip", "changed"):
-        if not _strings(selection.get(key, [])):
+        if not _strings(selection.get(key)):
             raise bad(f'"{key}" is not a list of strings')
-    decisions = selection.get("decisions", [])
+    decisions = selection.get("decisions")
     if not isinstance(decisions, list):
         raise bad('"decisions" is not a list')
     for at, d in enumerate(decisions):
@@ -132,8 +132,8 @@ def evaluate(selection: dict[str, Any], results: list[Result], steps: dict[str, 
         -> Evaluation:
     """Compare ``selection`` (``select --json``) with a full run's ``results`` (or per-step result files)."""
     check_selection(selection)
-    decisions = {d["test"]: d for d in selection.get("decisions", [])}
-    skip = list(dict.fromkeys(selection.get("skip", [])))
+    decisions = {d["test"]: d for d in selection["decisions"]}
+    skip = list(dict.fromkeys(selection["skip"]))
     outcomes: dict[str, tuple[str, float, str]] = {}
     if steps:
         for step, cases in steps.items():
@@ -161,5 +161,5 @@ def evaluate(selection: dict[str, Any], results: list[Result], steps: dict[str, 
         seconds_total=sum(s for _, s, _ in outcomes.values()),
         seconds_skipped=sum(outcomes[t][1] for t in skipped), misses=misses,
         unmatched=[t for t in skip if t not in outcomes], fallback=selection.get("fallback"),
-        changed=list(selection.get("changed", [])),
+        changed=list(selection["changed"]),
     )

@@ -133,7 +133,7 @@ def test_broken(launch):
 
 KERNELS = ["_Z4slowv", "_Z4keepv", "_Z5otherv", "_Z10deselectedv", "_Z7skippedv", "_Z6failedv", "_Z7erroredv",
            "_Z7xfailedv", "_Z5firstv", "_Z4boomv", "_Z5neverv", "_Z8attempt1v", "_Z8attempt2v", "_Z6brokenv",
-           "_Z4bodyv", "_Z8teardownv", "_Z4thenv", "_Z5stopsv", "_Z10notreachedv"]
+           "_Z4bodyv", "_Z8teardownv", "_Z4thenv", "_Z5stopsv", "_Z10notreachedv", "_Z4warmv"]
 
 
 def _map() -> KernelMap:
@@ -258,3 +258,20 @@ def test_a_test_that_never_ran_is_incomplete(pytester: pytest.Pytester) -> None:
     assert _state(records) == {"test_stops": (False, ["_Z5stopsv"]), "test_not_reached": (False, [])}
     assert records["test_never.py::test_not_reached"]["reason"] == (
         "the test never ran (the session stopped early: -x, --maxfail, or an interrupt)")
+
+
+def test_a_package_fixtures_kernels_go_to_every_test_in_its_folders(pytester: pytest.Pytester) -> None:
+    """A package-scoped fixture warms a kernel up once, for the tests of the package and of its sub-packages."""
+    pytester.makepyfile(**{
+        "pkg/__init__.py": "",
+        "pkg/conftest.py": "import pytest\nfrom kernel_symbol_map.recorder.process import ProcessRecorder\n\n"
+                           "@pytest.fixture(scope='package')\ndef warm():\n"
+                           "    ProcessRecorder.current.backend.launch('_Z4warmv')\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/test_deep.py": "def test_deep(warm):\n    pass\n",
+        "pkg/test_top.py": "def test_top(warm):\n    pass\n",
+        "test_outside.py": "def test_outside():\n    pass\n",
+    })
+    records = _run(pytester)
+    assert _state(records) == {"test_deep": (True, ["_Z4warmv"]), "test_top": (True, ["_Z4warmv"]),
+                               "test_outside": (True, [])}

@@ -76,7 +76,8 @@ def activity_flush_all(flag):
 
 
 def activity_get_num_dropped_records(context, stream, address):
-    pass
+    import ctypes, os
+    ctypes.c_size_t.from_address(address).value = int(os.environ.get("FAKE_CUPTI_DROPPED", "0"))
 
 
 def launch(name):
@@ -348,3 +349,44 @@ def test_a_step_whose_command_is_a_shell_is_incomplete(tmp_path: Path, fake_cupt
         rec = json.loads((tmp_path / "rec" / "s.jsonl").read_text())
         assert rec["processes"] == 1 and rec["complete"] == complete, (command, rec)
         assert ("the command is not a Python process" in rec["reason"]) != complete, rec
+
+
+def _record(tmp_path: Path, body: str, **env: str) -> dict[str, Any]:
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(body))
+    proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "record", "--step", "s", "--out",
+                           str(tmp_path / "rec"), "--commit", COMMIT, "--", sys.executable, str(script)],
+                          capture_output=True, text=True, check=False, env=dict(os.environ, **env))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    return json.loads((tmp_path / "rec" / "s.jsonl").read_text())
+
+
+def test_records_cupti_dropped_make_the_step_incomplete(tmp_path: Path, fake_cupti: Path) -> None:
+    """CUPTI's own count of the records it could not deliver (a full buffer): what they named is unknown."""
+    body = "from cupti import cupti\ncupti.launch('_Z1av')\n"
+    assert _record(tmp_path, body)["complete"]
+    rec = _record(tmp_path, body, FAKE_CUPTI_DROPPED="3")
+    assert not rec["complete"] and rec["kernels"] == ["_Z1av"] and "CUPTI dropped 3 activity records" in rec["reason"]
+
+
+def test_a_forked_child_never_writes_its_parents_part(tmp_path: Path, fake_cupti: Path) -> None:
+    """The child inherits the parent's atexit; run there, it would overwrite the parent's part with a copy
+    from before the fork, and lose what the parent launched after it."""
+    rec = _record(tmp_path, """
+        import os, sys
+        from cupti import cupti
+        from kernel_symbol_map.recorder.process import ProcessRecorder
+
+        parent = ProcessRecorder.current
+        cupti.launch("_Z6beforev")
+        go, wait = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.read(go, 1)  # until the parent has written its part
+            sys.exit(0)  # atexit: the child's own recorder, and the copy of its parent's
+        cupti.launch("_Z5afterv")
+        parent.finish()
+        os.write(wait, b"x")
+        assert os.waitpid(pid, 0)[1] == 0
+    """)
+    assert rec["complete"] and rec["kernels"] == ["_Z5afterv", "_Z6beforev"] and rec["processes"] == 2, rec

@@ -75,3 +75,14 @@ def test_a_jsonl_record_without_complete_is_refused(tmp_path: Path) -> None:
     path = _jsonl(tmp_path / "a.jsonl", {"test": "t::x", "kernels": ["_Z1av"], "commit": COMMIT})
     with pytest.raises(RecordingError, match='"complete" must be true or false'):
         read([path])
+
+
+def test_one_tests_records_from_two_commits_are_not_evidence(tmp_path: Path) -> None:
+    """Both parts whole, but recorded at two commits: there is no one commit to hold the map against."""
+    other = "d" * 40
+    a = _jsonl(tmp_path / "a.jsonl", {"test": "t::x", "kernels": ["_Z1av"], "complete": True, "commit": COMMIT})
+    b = _jsonl(tmp_path / "b.jsonl", {"test": "t::x", "kernels": ["_Z1av"], "complete": True, "commit": other})
+    (merged,) = read([a, b])
+    assert not merged.complete and merged.commit == "" and merged.why_incomplete == (
+        f"recorded at several commits ({COMMIT}, {other})")
+    assert _runs([merged], "t::x")

@@ -29,7 +29,9 @@ ORACLE = "tests/test_selection_oracle.py::test_select_runs_what_the_rebuild_chan
 SELECTION_EVIDENCE = "tests/test_selection_evidence.py"
 DEVICE_DEPS = ("tests/test_devicedeps.py::test_a_comma_list_of_architectures_is_kept_whole",
                "tests/test_devicedeps.py::test_every_architecture_of_the_command_is_preprocessed",
-               "tests/test_devicedeps.py::test_the_cache_is_used_only_while_its_key_holds")
+               "tests/test_devicedeps.py::test_the_cache_is_used_only_while_its_key_holds",
+               "tests/test_devicedeps.py::test_a_clang_offload_compile_with_no_architecture_named_is_preprocessed",
+               "tests/test_devicedeps.py::test_hipcc_is_clang_whatever_the_source_is_called")
 BUILD_INPUTS = "tests/test_build_inputs.py"
 
 

@@ -154,3 +154,30 @@ def test_the_cache_is_used_only_while_its_key_holds(tmp_path: Path) -> None:
     # ... until the key changes (here the command), and then the preprocessor's failure is the answer.
     found, error = deps()
     assert found == set() and error and error.startswith("device-side includes unknown: the preprocessor failed")
+    # A failure is never cached: asked again, the preprocessor runs again, and fails again.
+    assert deps() == (set(), error)
+
+
+@pytest.mark.parametrize("flags", [("-x", "hip"), ()])
+def test_a_clang_offload_compile_with_no_architecture_named_is_preprocessed(tmp_path: Path,
+                                                                           flags: tuple[str, ...]) -> None:
+    """No ``--offload-arch``: clang compiles for its default architecture, and its device side still takes
+    headers the host job does not. ``-x hip`` or a ``.hip`` source says it is an offload compile."""
+    source, obj = _project(tmp_path)
+    if flags:  # the language given, the source named as a C++ file
+        source = source.rename(tmp_path / "k.cpp")
+    command = Command(tmp_path, (_clang("19"), *flags, "-nogpuinc", "-nogpulib", "-c", str(source), "-o", str(obj)))
+    assert archs(command.arguments) == [] and is_clang_offload(command)
+    (deps, error), = device_deps(tmp_path, {obj: command}, "test", use_cache=False).values()
+    assert error is None, error
+    assert {Path(d).name for d in deps if Path(d).parent == tmp_path} == {source.name, "device_only.h"}
+    assert not is_clang_offload(Command(tmp_path, (_clang("19"), "-c", "host.cpp", "-o", "host.o")))
+
+
+def test_hipcc_is_clang_whatever_the_source_is_called() -> None:
+    """hipcc as CMake's C++ compiler (kernels in ``.cpp``) drives clang: its depfile is the host job's too."""
+    command = Command(Path("/b"), ("ccache", "/opt/rocm/bin/hipcc", "--offload-arch=gfx90a", "-c", "k.cpp",
+                                   "-o", "k.o"))
+    assert is_clang_offload(command)
+    assert device_command(command) == ["/opt/rocm/bin/hipcc", "--offload-arch=gfx90a", "k.cpp",
+                                       "--cuda-device-only", "-M"]

@@ -224,7 +224,7 @@ MUTANTS = [
            "recorder/spawns.py", "    return ids & found\n", "    return set()\n",
            ("tests/test_recorder_processes.py::test_a_native_child_makes_its_tests_record_incomplete_and_names_it",)),
     Mutant("R26.settle", "a process no recorder saw is never seen to end (every later test incomplete)",
-           "recorder/process.py", "        ended = open_ - spawns.alive(open_, self._recorded())", "        ended = set()",
+           "recorder/process.py", "        ended = open_ - spawns.alive(open_, self._recorded)", "        ended = set()",
            ("tests/test_recorder_processes.py::test_a_native_child_makes_its_tests_record_incomplete_and_names_it",)),
     Mutant("R26.merge", "one test's merged records are complete when a part is not", "consumer/recordings.py",
            "        whys = [p.why_incomplete for p in parts if not p.complete]", "        whys = []",

@@ -182,8 +182,8 @@ def test_system():
 def test_python_without_the_hook():
     # No site, so no hook: it launches unseen, and its own child (with the hook) must not vouch for it.
     inner = "from cupti import cupti; cupti.launch('_Z7nohookv')"
-    subprocess.run([sys.executable, "-S", "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {inner!r}])"],
-                   check=True)
+    outer = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {inner!r}])"
+    subprocess.run([sys.executable, "-S", "-c", outer], check=True)
 
 
 def _stale(method):

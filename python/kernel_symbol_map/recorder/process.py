@@ -100,8 +100,9 @@ class ProcessRecorder:
             self.window = (timeline.position(self.log), -1)
         exes, by_multiprocessing = spawns.identity()
         (self.folder / f"{self.token}.started").write_text(json.dumps({
-            "pid": os.getpid(), "ppid": os.getppid(), "start": spawns.started(os.getpid()), "scope": self.default_scope, "argv": sys.argv[:3],
-            "spawn": os.environ.pop(SPAWN_VARIABLE, ""), "exe": exes, "forked": forked,
+            "pid": os.getpid(), "ppid": os.getppid(), "start": spawns.started(os.getpid()),
+            "scope": self.default_scope, "argv": sys.argv[:3],
+            "spawn": os.environ.pop(SPAWN_VARIABLE, ""), "exe": exes, "forked": forked,  # the claim (see .spawns)
             "multiprocessing": by_multiprocessing}))
         if backend is None:
             from .activity import Activity
@@ -181,7 +182,7 @@ class ProcessRecorder:
             open_ = set(self._open)
         if not open_:
             return
-        ended = open_ - spawns.alive(open_, self._recorded())
+        ended = open_ - spawns.alive(open_, self._recorded)
         at = timeline.end(self.log) if self.log is not None else 0
         for spawn in sorted(ended):
             _atomic.replace(self.folder / f"{spawn}.ended", json.dumps({"end": at}).encode())

@@ -66,9 +66,8 @@ def watch(current: Callable[[], Watcher | None]) -> None:
         recorder = current()
         if recorder is None or recorder.finished or recorder.pid != os.getpid():
             return
-        caller = sys._getframe(1).f_code.co_filename
         try:
-            seen(recorder, event, args, caller)
+            seen(recorder, event, args, sys._getframe(1).f_code.co_filename)
         except Exception as e:  # noqa: BLE001 - never stop the process start; never trust the record either
             recorder.problems.append(f"could not follow a process it started ({event}): {e!r}")
 
@@ -105,7 +104,7 @@ def seen(recorder: Watcher, event: str, args: tuple[Any, ...], caller: str = "")
         recorder.trace(carry[SPAWN_VARIABLE])
 
 
-def alive(ids: set[str], recorded: set[tuple[int, str]]) -> set[str]:
+def alive(ids: set[str], recorded: Callable[[], set[tuple[int, str]]]) -> set[str]:
     """Those of ``ids`` that a live process still carries in its environment (all of them without /proc).
 
     A child and whatever it left running (a daemon, a server) inherit the
@@ -121,6 +120,7 @@ def alive(ids: set[str], recorded: set[tuple[int, str]]) -> set[str]:
         return set(ids)
     prefix = f"{SPAWN_VARIABLE}=".encode()
     found: set[str] = set()
+    known: set[tuple[int, str]] | None = None
     for pid in pids:
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
@@ -128,7 +128,10 @@ def alive(ids: set[str], recorded: set[tuple[int, str]]) -> set[str]:
         except OSError:
             continue
         carried = {e[len(prefix):].decode(errors="replace") for e in environ.split(b"\0") if e.startswith(prefix)}
-        if carried & ids and (pid, started(pid)) not in recorded and not _tracker(pid):
+        if not carried & ids or _tracker(pid):
+            continue
+        known = recorded() if known is None else known
+        if (pid, started(pid)) not in known:
             found |= carried
     return ids & found
 

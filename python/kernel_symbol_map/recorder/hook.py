@@ -4,7 +4,9 @@ The wheel installs ``kernel_symbol_map_record.pth`` into site-packages; its one
 line runs at every interpreter start and costs one environment lookup when
 recording is off (coverage.py reaches subprocesses the same way). When
 :data:`FOLDER_VARIABLE` is set, :func:`start` records this interpreter into
-that folder. Forked children start their own part file.
+that folder. Forked children start their own part file. multiprocessing's
+resource tracker (stdlib code, no user code, as long-lived as its parent) is
+not recorded.
 """
 
 from __future__ import annotations

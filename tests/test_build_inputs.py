@@ -80,6 +80,13 @@ def _select(kmap: Path, tmp: Path, *changed: str) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
+def _commit(source: Path) -> None:
+    """``source`` as a checkout: a git repository with everything committed."""
+    subprocess.run([*GIT, "init", "-q", str(source)], check=True)
+    subprocess.run([*GIT, "-C", str(source), "add", "-A"], check=True)
+    subprocess.run([*GIT, "-C", str(source), "commit", "-qm", "A"], check=True)
+
+
 def _dependency(folder: Path) -> None:
     (folder / "include").mkdir(parents=True)
     (folder / "CMakeLists.txt").write_text(DEP)
@@ -104,9 +111,7 @@ def test_a_fetched_folder_git_tracks_in_the_source_root_is_the_project_s_own(tmp
     (source / ".gitignore").write_text(".deps/\n")
     relative = f"{'third_party' if tracked else '.deps'}/kernels_dep"
     _dependency(source / relative)
-    subprocess.run([*GIT, "init", "-q", str(source)], check=True)
-    subprocess.run([*GIT, "-C", str(source), "add", "-A"], check=True)
-    subprocess.run([*GIT, "-C", str(source), "commit", "-qm", "A"], check=True)
+    _commit(source)
     through = tmp_path / "link" / "src"
     configured, dep = (through, source / relative) if "project configured" in how else \
         (source, through / relative) if "folder named" in how else (source, source / relative)
@@ -134,6 +139,7 @@ def test_every_file_the_configure_read_is_a_configure_input_without_a_reply(tmp_
     (source / "cmake" / "options.cmake").write_text("set(APP_VALUE 3)\n")
     (source / "config.h.in").write_text("#define APP_VALUE @APP_VALUE@\n")
     (source / "app.cpp").write_text('#include "config.h"\nint app() { return APP_VALUE; }\n')
+    _commit(source)
     build = tmp_path / "build"
     _build(source, build, generator, query=False)
     assert not (build / ".cmake" / "api" / "v1" / "reply").exists()

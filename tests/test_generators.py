@@ -25,7 +25,7 @@ import pytest
 from toolchains import require
 
 from kernel_symbol_map.buildtree import buildrules
-from kernel_symbol_map.producer.generated import Known
+from kernel_symbol_map.producer.generated import Known, tracked_files
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
 GEN_SILU, GEN_GELU, USES_HEADER, PLAIN = "_Z8gen_siluPf", "_Z8gen_geluPf", "_Z11uses_headerPf", "_Z5plainPf"
@@ -125,7 +125,8 @@ def test_a_generator_input_newer_than_the_object_fails_closed(built: Built, tmp_
     ops = built.src / "csrc" / "ops.def"
     saved = ops.stat()
     try:
-        os.utime(ops, ns=(saved.st_atime_ns, saved.st_mtime_ns + 10**12))  # edited, not rebuilt
+        newest = max(p.stat().st_mtime_ns for p in built.build.rglob("*.o"))
+        os.utime(ops, ns=(saved.st_atime_ns, newest + 10**9))  # edited after the build, not rebuilt
         out = tmp_path / "stale.json.gz"
         proc = ksm("build", "--build-dir", str(built.build), "--out", str(out), "--no-cache")
         assert proc.returncode == 0, proc.stderr
@@ -193,7 +194,7 @@ def test_which_files_the_configure_wrote(tmp_path: Path) -> None:
     subprocess.run([*GIT, "init", "-q", str(root)], check=True)
     subprocess.run([*GIT, "-C", str(root), "add", "csrc/tracked.cu"], check=True)
     known = Known.of(root, [build], [f"{build}/gen/rule.cu"], [root / ".deps" / "cutlass-src"],
-                     [f"{root}/CMakeLists.txt", f"{root}/version.h.in"])
+                     [f"{root}/CMakeLists.txt", f"{root}/version.h.in"], tracked_files(root))
     wrote = known.written_by_configure
     assert not wrote(f"{root}/csrc/tracked.cu")
     assert wrote(f"{root}/csrc/untracked.cu")
@@ -204,6 +205,7 @@ def test_which_files_the_configure_wrote(tmp_path: Path) -> None:
     assert wrote(f"{build}/written.cu")  # the build folder is inside the root: its own rules apply
     assert not wrote(f"{build}/link.cuh")  # a link to a tracked file
     assert not wrote("/usr/include/stdio.h")
-    blind = Known.of(tmp_path / "nogit", [tmp_path / "nogit" / "build"], [], [], [])
-    assert blind.tracked is None and not blind.written_by_configure(f"{tmp_path}/nogit/a.cu")  # the map says so
+    assert tracked_files(tmp_path / "nogit") is None
+    blind = Known.of(tmp_path / "nogit", [tmp_path / "nogit" / "build"], [], [], [], None)
+    assert not blind.written_by_configure(f"{tmp_path}/nogit/a.cu")  # the map says so
     assert blind.written_by_configure(f"{tmp_path}/nogit/build/a.cu")  # a build folder needs no git

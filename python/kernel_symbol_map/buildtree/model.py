@@ -47,7 +47,6 @@ class TreeObject:
     device_side: bool = False  # deps include the device side's, preprocessed per architecture (clang)
     unity_sources: tuple[str, ...] = ()  # a unity object's real sources (its source is CMake's unity file)
     rule_inputs: tuple[str, ...] = ()  # what build rules made its generated source or headers from (in deps too)
-    built_source: bool = False  # its source is a build rule's output (add_custom_command)
 
     @property
     def precompiled_header(self) -> bool:
@@ -289,8 +288,7 @@ def _with_rule_inputs(
                 merged = tuple(sorted(set(o.deps) | inputs | (made - set(deps_of))))
                 error = o.error or next((f"build rule input {d} does not exist" for d in sorted(inputs)
                                          if stamps[d] is None), None) or out_of_date(o.object, inputs, stamps)
-                o = replace(o, deps=merged, error=error, rule_inputs=tuple(sorted(inputs)),
-                            built_source=rules.produces(source))
+                o = replace(o, deps=merged, error=error, rule_inputs=tuple(sorted(inputs)))
             updated[target].append(o)
     return updated
 

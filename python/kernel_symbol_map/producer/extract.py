@@ -22,7 +22,7 @@ from ..errors import BuildTreeError, FormatError
 from ..readers.devicecode import Result, read_kernels
 from ..readers.sizes import measure, merged
 from .cache import ObjectCache
-from .generated import Known
+from .generated import Known, tracked_files
 from .mirrors import Mirror, Mirrors
 
 DEVICE_LANGUAGES = ("CUDA", "HIP")
@@ -182,10 +182,10 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     )
     objects = []
     mirrors = Mirrors(options.mirrors)
-    untracked_unknown = False
+    tracked = tracked_files(root) if trees else frozenset()
     for tree in trees:
-        known = Known.of(root, options.build_dirs, tree.rule_outputs, tree.third_party.values(), tree.configure_inputs)
-        untracked_unknown |= known.tracked is None
+        known = Known.of(root, options.build_dirs, tree.rule_outputs, tree.third_party.values(), tree.configure_inputs,
+                         tracked)
         for obj in tree.objects:
             objects.append(_entry(obj, results.get(obj.object), tree, relative, mirrors, spellings, known))
         if tree.build_dir in caches:
@@ -220,7 +220,7 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         notes.append(f"{len(orphans)} files under mirrored copies have no original and are kept as compiled: "
                      + ", ".join(orphans[:10]) + (" ..." if len(orphans) > 10 else ""))
     generated = sum(1 for o in objects if o.get("configure_generated"))
-    if untracked_unknown:  # select uses no such map as evidence (tracked-files-unknown)
+    if tracked is None:  # select uses no such map as evidence (tracked-files-unknown)
         document["tracked_files_unknown"] = True
         notes.append(f"git cannot list the files of {root}: which sources the configure wrote cannot be known, so "
                      "this map clears no test")

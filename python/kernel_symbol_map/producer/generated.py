@@ -57,9 +57,11 @@ class Known:
 
     @classmethod
     def of(cls, source_root: Path, build_dirs: Iterable[Path], rule_outputs: Iterable[str],
-           third_party: Iterable[Path], configure_inputs: Iterable[str]) -> Known:
+           third_party: Iterable[Path], configure_inputs: Iterable[str],
+           tracked: frozenset[str] | None) -> Known:
+        """``tracked``: :func:`tracked_files` of ``source_root``, asked once for every tree of a map."""
         return cls(os.path.normpath(source_root), tuple(os.path.normpath(b) for b in build_dirs),
-                   tracked_files(source_root), frozenset(rule_outputs),
+                   tracked, frozenset(rule_outputs),
                    tuple(os.path.normpath(t) for t in third_party),
                    frozenset(os.path.basename(p) for p in configure_inputs))
 

@@ -57,8 +57,9 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="conservative: a changed file reaches every test that launched any kernel of "
                    "its CMake targets (host code in .cu files called without launching its kernels)")
     p.add_argument("--external-kernels", action="append", default=[], metavar="REGEX",
-                   help="kernels that come from outside the project (e.g. 'at::native::.*|.*cublas.*' "
-                   "mangled); a recording may name them without blocking a skip")
+                   help="kernels that come from outside the project: a regex that must match a whole "
+                   "mangled name (e.g. '_ZN2at6native.*|.*cublas.*'); a recording may name them without "
+                   "blocking a skip")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when evidence could not be used: no-map, map-unreadable, map-incomplete, "
                    "map-subset, commit-mismatch, map-commit-missing, recording-unreadable")

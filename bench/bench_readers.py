@@ -48,7 +48,7 @@ from pathlib import Path
 from kernel_symbol_map.errors import KernelSymbolMapError
 from kernel_symbol_map.consumer.kernelmap import load
 from kernel_symbol_map.consumer.recordings import read as read_recordings
-from kernel_symbol_map.buildtree import generatorfiles, ninjafile, thirdparty
+from kernel_symbol_map.buildtree import buildrules, generatorfiles, ninjafile, thirdparty
 from kernel_symbol_map.errors import BuildTreeError
 
 def every_reader(path):  # what a build runs on build.ninja when CMake's file API has no reply
@@ -58,6 +58,7 @@ def every_reader(path):  # what a build runs on build.ninja when CMake's file AP
     except BuildTreeError:
         pass  # no RERUN_CMAKE statement in a synthetic manifest
     thirdparty.custom_compiles(path.parent, "Ninja")
+    buildrules.read(path.parent, "Ninja")  # issue 26: what each generated file is made from
 
 readers = {"map": load, "recording": lambda p: read_recordings([p]), "build.ninja": ninjafile.read,
            "every reader": every_reader}

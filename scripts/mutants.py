@@ -468,7 +468,7 @@ MUTANTS = [
            "if stamps[d] is None), None) or out_of_date(o.object, inputs, stamps)", "if stamps[d] is None), None)",
            ("tests/test_generators.py::test_a_generator_input_newer_than_the_object_fails_closed",)),
     Mutant("26.G5", "a generated generator's own inputs are not followed", "buildtree/buildrules.py",
-           "                if i in self.made_from:\n", "                if False:\n",
+           "                if i in self._spelled:\n", "                if False:\n",
            ("tests/test_generators.py::test_rules_walk_back_through_generated_generators",)),
     Mutant("26.G6", "a file in a build folder is never one the configure wrote", "producer/generated.py",
            "            return name not in self.configure_inputs and name + \".in\" not in self.configure_inputs",
@@ -480,6 +480,9 @@ MUTANTS = [
     Mutant("26.G8", "a file no map knows is cleared through what the configure wrote", "consumer/kernelmap.py",
            "            if hits and self._configure_generated:", "            if self._configure_generated:",
            ("tests/test_generators.py::test_a_file_no_map_knows_still_runs_everything",)),
+    Mutant("26.G9", "a map built where git could not list the files is evidence", "consumer/selection.py",
+           "    if blind is not None:\n", "    if False:\n",
+           ("tests/test_generators.py::test_where_git_cannot_list_the_files_the_map_clears_no_test",)),
 ]
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import regex
@@ -36,59 +36,80 @@ _MAKE_UNESCAPE = regex.compile(r"\\(.)")
 _MAKE_SPECIAL = ("cmake_force", ".PHONY", ".SUFFIXES", ".NOTPARALLEL")
 
 
-@dataclass(frozen=True)
 class Rules:
-    """Output -> the inputs of the rule that makes it; every path absolute and normalised."""
+    """Output -> the inputs of the rule that makes it, as the generator spelled them.
 
-    made_from: dict[str, tuple[str, ...]]
+    CMake writes clean paths: relative to the build folder inside it,
+    absolute elsewhere. They are made absolute only where asked (a large
+    manifest's link statements list every object), by joining, not by
+    ``normpath``, unless a path holds ``.`` or ``..`` segments.
+    """
+
+    def __init__(self, made_from: dict[str, tuple[str, ...]], base: str) -> None:
+        self._raw = made_from
+        self._prefix = base.rstrip(os.sep) + os.sep
+        self._spelled = {self._absolute(o): o for o in made_from}  # absolute -> as spelled
+
+    def _absolute(self, path: str) -> str:
+        found = path if path.startswith(os.sep) else self._prefix + path
+        return os.path.normpath(found) if "/." in found or "//" in found else found
+
+    @cached_property
+    def outputs(self) -> frozenset[str]:
+        """Every file a rule makes, absolute."""
+        return frozenset(self._spelled)
+
+    @property
+    def made_from(self) -> dict[str, tuple[str, ...]]:
+        """Output -> inputs, all absolute (for people and tests: the walk below needs only a few)."""
+        return {a: tuple(self._absolute(i) for i in self._raw[s]) for a, s in self._spelled.items()}
 
     def produces(self, path: str) -> bool:
-        return path in self.made_from
+        return path in self._spelled
 
     def upstream(self, paths: Iterable[str]) -> tuple[set[str], set[str]]:
         """(the files no rule makes that ``paths`` are made from, the generated files on the way)."""
         leaves: set[str] = set()
         generated: set[str] = set()
-        todo = [p for p in paths if p in self.made_from]
+        todo = [p for p in paths if p in self._spelled]
         while todo:
             path = todo.pop()
             if path in generated:
                 continue
             generated.add(path)
-            for i in self.made_from[path]:
-                if i in self.made_from:
+            for i in map(self._absolute, self._raw[self._spelled[path]]):
+                if i in self._spelled:
                     todo.append(i)
                 else:
                     leaves.add(i)
         return leaves, generated
 
 
-def read(build_dir: Path, generator: str, manifest: Path | None = None) -> Rules:
-    """The build's rules, from ``manifest`` (Ninja, default ``build.ninja``) or the Makefiles."""
+def read(build_dir: Path, generator: str, manifest: Path | None = None,
+         statements: list[ninjafile.BuildStatement] | None = None) -> Rules:
+    """The build's rules, from ``manifest`` (Ninja, default ``build.ninja``; or its ``statements``, read
+    already) or the Makefiles."""
     if "Ninja" in generator:
-        return _from_ninja(build_dir, manifest or build_dir / "build.ninja")
+        return _from_ninja(build_dir, statements if statements is not None else
+                           ninjafile.read(manifest or build_dir / "build.ninja", build_dir))
     if generator == "Unix Makefiles":
         return _from_makefiles(build_dir)
-    return Rules({})
+    return Rules({}, str(build_dir))
 
 
-def _absolute(path: str, base: str) -> str:
-    return os.path.normpath(os.path.join(base, path))
-
-
-def _from_ninja(build_dir: Path, manifest: Path) -> Rules:
-    base = str(build_dir)
+def _from_ninja(build_dir: Path, statements: list[ninjafile.BuildStatement]) -> Rules:
     made_from: dict[str, tuple[str, ...]] = {}
-    for st in ninjafile.read(manifest, build_dir):
-        inputs = st.inputs + st.implicit
+    for st in statements:
+        inputs = st.inputs + st.implicit if st.implicit else st.inputs
         if st.rule == "phony" and not inputs:
             continue
         # `$x` references (CMake's `${cmake_ninja_workdir}` before an implicit output) are not paths
-        resolved = tuple(_absolute(i, base) for i in inputs if "$" not in i)
+        if any("$" in i for i in inputs):
+            inputs = tuple(i for i in inputs if "$" not in i)
         for output in st.outputs:
             if "$" not in output:
-                made_from[_absolute(output, base)] = resolved
-    return Rules(made_from)
+                made_from[output] = inputs
+    return Rules(made_from, str(build_dir))
 
 
 def _from_makefiles(build_dir: Path) -> Rules:
@@ -110,8 +131,8 @@ def _from_makefiles(build_dir: Path) -> Rules:
         for output, source in _MAKE_RULE.findall(text):
             if output in _MAKE_SPECIAL or source in _MAKE_SPECIAL:
                 continue
-            found.setdefault(_absolute(_unescape(output), base), []).append(_absolute(_unescape(source), base))
-    return Rules({o: tuple(i) for o, i in found.items()})
+            found.setdefault(_unescape(output), []).append(_unescape(source))
+    return Rules({o: tuple(i) for o, i in found.items()}, base)
 
 
 def _unescape(path: str) -> str:

@@ -22,7 +22,7 @@ import regex
 from .._statefile import memoised
 from .._version import __version__
 from ..errors import BuildTreeError
-from . import buildrules, compdb, dependinfo, devicedeps, fileapi, generatorfiles, pairing, thirdparty, unity
+from . import buildrules, compdb, dependinfo, devicedeps, fileapi, generatorfiles, ninjafile, pairing, thirdparty, unity
 from .makedeps import read_cmake_scan, read_depfile
 from .ninjadeps import NinjaDeps, stale
 
@@ -174,7 +174,9 @@ def load(
                                     unity_sources=batched))
     if _clang_languages(cache):
         built_by = _with_device_side(build_dir, generator, cache, built_by, stamps, use_cache, log)
-    rules = buildrules.read(build_dir, generator, generatorfiles.manifest(build_dir, config, multi))
+    manifest = generatorfiles.manifest(build_dir, config, multi)
+    statements = ninjafile.read(manifest, build_dir) if "Ninja" in generator else None  # one parse for both
+    rules = buildrules.read(build_dir, generator, manifest, statements)
     built_by = _with_rule_inputs(built_by, rules, stamps)
     objects += [o for target in sorted(built_by) for o in built_by[target]]
     objects += _device_links(build_dir, generator, built_by, links, stamps, config if multi else None)
@@ -191,15 +193,14 @@ def load(
         objects=tuple(sorted(objects, key=lambda o: (o.target, str(o.object)))),
         pairing=how,
         deps_from=_deps_from(generator, objects),
-        rule_outputs=frozenset(rules.made_from),
+        rule_outputs=rules.outputs,
         notes=tuple(notes),
         inputs=inputs,
         compiling_targets=compiling,
         configure_inputs=tuple(str(p) for p in generatorfiles.configure_inputs(build_dir, generator)),
         links={t: d for t, d in links.items() if d},
         third_party=thirdparty.fetched(build_dir, cache, source_root),
-        unmapped=tuple(thirdparty.custom_compiles(build_dir, generator,
-                                                  generatorfiles.manifest(build_dir, config, multi))),
+        unmapped=tuple(thirdparty.custom_compiles(build_dir, generator, manifest, statements)),
         config=config,
     )
 
@@ -275,12 +276,14 @@ def _with_rule_inputs(
     brings its own deps.
     """
     deps_of = {str(o.object): o.deps for objs in built_by.values() for o in objs}
+    outputs = rules.outputs
     updated: dict[str, list[TreeObject]] = {}
     for target, objs in built_by.items():
         updated[target] = []
         for o in objs:
-            source = str(o.source) if o.source is not None else ""
-            generated = [d for d in (source, *o.deps) if rules.produces(d)]
+            generated = set(outputs.intersection(o.deps))  # at C speed: an object has a thousand deps
+            if o.source is not None and str(o.source) in outputs:
+                generated.add(str(o.source))
             if generated and not o.precompiled_header:
                 leaves, made = rules.upstream(generated)
                 inputs = leaves | {d for m in made for d in deps_of.get(m, ())}

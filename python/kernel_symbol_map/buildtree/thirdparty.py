@@ -91,17 +91,19 @@ class CustomCompile:
     sources: tuple[str, ...]  # the C, C++, CUDA or HIP files among its inputs
 
 
-def custom_compiles(build_dir: Path, generator: str, manifest: Path | None = None) -> list[CustomCompile]:
-    """Every custom command whose inputs include sources to compile, with the target that runs it."""
+def custom_compiles(build_dir: Path, generator: str, manifest: Path | None = None,
+                    statements: list[ninjafile.BuildStatement] | None = None) -> list[CustomCompile]:
+    """Every custom command whose inputs include sources to compile, with the target that runs it
+    (``statements``: the manifest's, when the caller has read them already)."""
     if "Ninja" in generator:
-        return _from_ninja(build_dir, manifest or build_dir / "build.ninja")
+        return _from_ninja(statements if statements is not None else
+                           ninjafile.read(manifest or build_dir / "build.ninja", build_dir), build_dir)
     if generator == "Unix Makefiles":
         return _from_makefiles(build_dir)
     return []
 
 
-def _from_ninja(build_dir: Path, manifest: Path) -> list[CustomCompile]:
-    statements = ninjafile.read(manifest, build_dir)
+def _from_ninja(statements: list[ninjafile.BuildStatement], build_dir: Path) -> list[CustomCompile]:
     commands = [st for st in statements if st.rule == "CUSTOM_COMMAND"
                 and any(i.endswith(_COMPILED) for i in (*st.inputs, *st.implicit))]
     if not commands:

@@ -222,8 +222,8 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     generated = sum(1 for o in objects if o.get("configure_generated"))
     if tracked is None:  # select uses no such map as evidence (tracked-files-unknown)
         document["tracked_files_unknown"] = True
-        notes.append(f"git cannot list the files of {root}: which sources the configure wrote cannot be known, so "
-                     "this map clears no test")
+        notes.append("git cannot list the source root's files: which sources the configure wrote cannot be "
+                     "known, so this map clears no test")
     if generated:
         notes.append(f"{generated} objects are compiled from files the configure wrote (untracked, made by no "
                      "build rule): their inputs are unknown, so every change reaches them")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer.junit import junit_key, read
+from kernel_symbol_map.consumer.junit import junit_key, read, unprefixed
 from test_ci_recipes import GELU, SILU, pytest_run, selection_for
 
 PARAMETRIZED = '''
@@ -98,6 +98,84 @@ def test_a_failure_on_any_runner_is_a_failure(tmp_path: Path, capsys: pytest.Cap
         assert found["ran"] == 3 and found["would_skip"] == ["tests/test_r.py::test_a"]
 
 
+PREFIXED = '''
+import os
+
+def test_k():
+    assert not os.environ.get("FAIL"), "a regression the change caused"
+
+def test_ok():
+    pass
+'''
+
+
+def prefixed_project(tmp_path: Path) -> tuple[Path, Path]:
+    """tests/test_p.py in a project; a change that skips test_k (it fails, when FAIL is set) and runs test_ok."""
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_p.py").write_text(PREFIXED)
+    (project / "pytest.ini").write_text("[pytest]\n")
+    recorded = {"tests/test_p.py::test_k": [SILU], "tests/test_p.py::test_ok": [GELU]}
+    selection = selection_for(tmp_path, recorded, "csrc/gelu.cu")
+    assert json.loads(selection.read_text())["skip"] == ["tests/test_p.py::test_k"]
+    return project, selection
+
+
+def test_a_junit_prefix_is_cut_off_and_unknown_it_is_never_no_miss(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pytest --junit-prefix gpu`` writes ``gpu.tests.test_p``: the skipped test's failure is not "no miss"."""
+    project, selection = prefixed_project(tmp_path)
+    results, comment = tmp_path / "results.xml", tmp_path / "comment.md"
+    monkeypatch.setenv("FAIL", "1")
+    pytest_run(project, "tests", f"--junitxml={results}", "--junit-prefix=gpu")
+    assert 'classname="gpu.tests.test_p"' in results.read_text()
+    code, found, err = evaluate(capsys, "--selection", str(selection), "--junit", str(results),
+                                "--markdown", str(comment))
+    assert code == 3 and found["misses"] == [] and found["cannot_tell"] is True, (code, found)
+    assert found["not_in_results"] == ["tests/test_p.py::test_k"]
+    assert found["failed_unknown"] == ["gpu.tests.test_p::test_k"] and found["prefix_hint"] == "gpu"
+    text = comment.read_text()
+    assert "no miss" not in text and "cannot tell whether there is a miss" in text, text
+    assert "1 skipped test is not in the results and 1 failure matches no selected test" in text
+    assert "ERROR cannot tell whether there is a miss" in err and "--junit-prefix gpu" in err
+    # given the prefix, the same results say what they hold: a miss
+    code, found, err = evaluate(capsys, "--selection", str(selection), "--junit", str(results),
+                                "--junit-prefix", "gpu", "--markdown", str(comment))
+    assert code == 1 and [m["test"] for m in found["misses"]] == ["tests/test_p.py::test_k"], (code, found)
+    assert found["cannot_tell"] is False and found["not_in_results"] == [] and found["failed_unknown"] == []
+    assert found["ran"] == 2 and "1 miss**" in comment.read_text()
+    assert unprefixed("gpu", "gpu") == "" and unprefixed("gpux.t", "gpu") == "gpux.t"  # a module's case; a package
+    # a step's results are matched by its key: a prefix there would be ignored
+    code = main(["evaluate", "--selection", str(selection), "--junit-step", f"kernels={results}",
+                 "--junit-prefix", "gpu"])
+    assert code == 2 and "--junit-prefix is for --junit" in capsys.readouterr().err
+
+
+def test_results_from_another_rootdir_cannot_say_no_miss(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest run with tests/ as its rootdir names test_p.py::test_k: no prefix maps it back, and nothing is assumed."""
+    project, selection = prefixed_project(tmp_path)
+    (project / "tests" / "pytest.ini").write_text("[pytest]\n")
+    results = tmp_path / "results.xml"
+    monkeypatch.setenv("FAIL", "1")
+    pytest_run(project / "tests", f"--junitxml={results}")
+    assert 'classname="test_p"' in results.read_text()
+    capsys.readouterr()
+    code = main(["evaluate", "--selection", str(selection), "--junit", str(results),
+                 "--markdown", str(tmp_path / "comment.md")])
+    out, err = capsys.readouterr()
+    assert code == 3 and "CANNOT TELL whether there is a miss: 1 skipped test is not in the results" in out, out
+    assert "ERROR cannot tell" in err and "ERROR miss" not in err
+    assert "no miss" not in (tmp_path / "comment.md").read_text()
+    code, found, _ = evaluate(capsys, "--selection", str(selection), "--junit", str(results))
+    assert code == 3 and found["failed_unknown"] == ["test_p::test_k"] and found["prefix_hint"] is None
+    # the same run with nothing failing: the skipped test is still not in the results, but nothing can be a miss
+    monkeypatch.delenv("FAIL")
+    pytest_run(project / "tests", f"--junitxml={results}")
+    code, found, _ = evaluate(capsys, "--selection", str(selection), "--junit", str(results))
+    assert code == 0 and found["cannot_tell"] is False and found["not_in_results"] == ["tests/test_p.py::test_k"]
+
+
 def junit(path: Path, *cases: tuple[str, float, str]) -> Path:
     """A result file: (name, seconds, "" or "failure" or "error") per test case."""
     body = "".join(f'<testcase classname="tests.test_k" name="{n}" time="{s}">'
@@ -122,6 +200,18 @@ def test_a_step_failed_if_any_case_of_any_shard_failed(tmp_path: Path, capsys: p
     code, found, _ = evaluate(capsys, "--selection", str(selection), "--junit-step", f"kernels={shard1}",
                               "--junit-step", f"kernels={shard0}", "--junit-step", f"models={models}")
     assert code == 0 and found["misses"] == [] and found["seconds_saved"] == 15.0
+
+
+def test_a_step_whose_results_come_under_another_key_cannot_say_no_miss(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """--junit-step kernel=... for the step kernels: the skipped step is not in the results, and kernel failed."""
+    selection = selection_for(tmp_path, {"kernels": [SILU], "models": [GELU]}, "csrc/gelu.cu")  # kernels skipped
+    kernel = junit(tmp_path / "kernel.xml", ("t0", 1.0, "failure"))
+    models = junit(tmp_path / "models.xml", ("m", 2.0, ""))
+    code, found, err = evaluate(capsys, "--selection", str(selection), "--junit-step", f"kernel={kernel}",
+                                "--junit-step", f"models={models}")
+    assert code == 3 and found["cannot_tell"] is True and found["failed_unknown"] == ["kernel"], (code, found)
+    assert found["not_in_results"] == ["kernels"] and "ERROR cannot tell" in err
 
 
 def test_a_case_with_a_failure_is_failed_whatever_follows_it(tmp_path: Path) -> None:
@@ -152,6 +242,8 @@ MALFORMED_SELECTIONS: dict[str, Any] = {  # each: what a field of a real selecti
     "a fallback that is a dict": ("fallback", {"why": "x"}),
     "another version": ("schema", "kernel-symbol-map/selection/2"),
     "no skip list": ("skip", None),
+    "a skip its decisions do not name": ("skip", ["tests/test_k.py::test_b"]),
+    "a skip whose decision runs it": ("decisions", [{"test": "tests/test_k.py::test_a", "run": True, "why": "x"}]),
 }
 MALFORMED_FILES: dict[str, bytes] = {
     "not JSON": b"{not json",

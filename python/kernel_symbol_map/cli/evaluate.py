@@ -8,7 +8,11 @@ import sys
 from pathlib import Path
 
 from ..errors import KernelSymbolMapError
-from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, plural, write_json
+from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, plural, tip, write_json
+
+# The results and the selection do not line up (a skipped test is not in them, and a failure names no selected
+# test): not a miss found (1), not a usage error (2), and never "no miss" (0).
+EXIT_CANNOT_TELL = 3
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,7 +21,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Run everything, select anyway, and compare: every test that failed although the "
         "selection would have skipped it (a miss: there must be none), with the change and the evidence "
         "behind the skip; the skip fraction, and the time the skips would have saved, from the run's "
-        "durations. Exit 1 when there is a miss.",
+        "durations. Exit 1 when there is a miss; exit 3 when it cannot tell (a test the selection skips is not "
+        "in the results, and a failure in them matches no selected test: it may be that test under another name).",
         epilog="examples:\n  pytest tests/ --junitxml=results.xml\n"
         "  kernel-symbol-map select --map dist/*.whl --recordings rec/ --diff origin/main --json > selection.json\n"
         "  kernel-symbol-map evaluate --selection selection.json --junit results.xml --markdown comment.md\n"
@@ -30,6 +35,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="JUnit XML of the full run (pytest --junitxml); repeat for shards")
     p.add_argument("--junit-step", action="append", default=[], metavar="STEP=XML",
                    help="a step-level selection (record --step): the results of each step's run")
+    p.add_argument("--junit-prefix", metavar="PREFIX",
+                   help="the run's `pytest --junit-prefix`: cut `PREFIX.` off every classname that has it")
     p.add_argument("--markdown", type=Path, metavar="FILE", help="also write a summary a CI can post on the PR")
     p.add_argument("--json", action="store_true", help="machine-readable (kernel-symbol-map/evaluate/1)")
     p.set_defaults(run=run)
@@ -41,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
 
     if bool(args.junit) == bool(args.junit_step):
         raise UsageError("give the run's results as --junit (tests) or --junit-step (steps), one of them")
+    if args.junit_prefix is not None and not args.junit:
+        raise UsageError("--junit-prefix is for --junit's test cases: a step's results are matched by its key")
     try:
         selection = json.loads(args.selection.read_bytes().decode("utf-8"))
     except (OSError, ValueError, RecursionError) as e:
@@ -54,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         steps.setdefault(step, []).extend(junit.read(Path(path)))  # a step's shards: one file each
     results = [r for path in args.junit for r in junit.read(path)]
     try:
-        found = evaluate(selection, results, steps or None)
+        found = evaluate(selection, results, steps or None, args.junit_prefix)
     except KernelSymbolMapError as e:
         raise KernelSymbolMapError(f"{args.selection}: {e}") from None
     if args.markdown:
@@ -69,10 +78,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"MISS {m.test}: failed ({m.message}); the selection would have skipped it: {m.why}")
         if found.unmatched:
             print(f"{plural(len(found.unmatched), 'skipped test')} not in the results, e.g. {found.unmatched[0]}")
+        if found.cannot_tell:
+            print(f"CANNOT TELL whether there is a miss: {found.cannot_tell_why()}")
+    sys.stdout.flush()
     for m in found.misses:
         error(f"miss: {m.test} failed, and the selection would have skipped it")
-    sys.stdout.flush()
-    return EXIT_INPUT if found.misses else EXIT_OK
+    if found.cannot_tell:
+        error(f"cannot tell whether there is a miss: {found.cannot_tell_why()}")
+        if found.prefix_hint:
+            tip(f"the results' classnames may carry pytest's --junit-prefix {found.prefix_hint}: "
+                f"give evaluate --junit-prefix {found.prefix_hint}")
+        else:
+            tip("the results may come from another rootdir, or another --junit-prefix, than the selection's node ids")
+    return EXIT_INPUT if found.misses else EXIT_CANNOT_TELL if found.cannot_tell else EXIT_OK
 
 
 

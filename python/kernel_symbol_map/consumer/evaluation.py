@@ -17,8 +17,15 @@ step-level selection (``record --step``) matches whole result files instead,
 one or more per step (a step's shards). A test (or step) in several result
 files (runners, shards, reruns) failed if it failed in any of them.
 
-A selection that is not the shape ``select --json`` writes is a
-:class:`SelectionError`: a report on it could only be wrong.
+When a test the selection skips is absent from the results and some
+failure in them matches no test of the selection, the two may be the same
+test under another name (``pytest --junit-prefix``, another rootdir): then
+the evaluation **cannot tell** whether there is a miss, and says so, never
+"no miss". ``prefix`` undoes ``pytest --junit-prefix`` exactly.
+
+A selection that is not the shape ``select --json`` writes (a test in
+``skip`` that no decision skips among them) is a :class:`SelectionError`:
+a report on it could only be wrong.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import KernelSymbolMapError
-from .junit import Result, junit_key
+from .junit import Result, junit_key, unprefixed
 
 SCHEMA = "kernel-symbol-map/evaluate/1"
 SELECTION_SCHEMA = "kernel-symbol-map/selection/1"
@@ -55,10 +62,22 @@ class Evaluation:
     unmatched: list[str] = field(default_factory=list)  # skipped by the selection, absent from the results
     fallback: str | None = None
     changed: list[str] = field(default_factory=list)
+    failed_unknown: list[str] = field(default_factory=list)  # failed in the results, named by no selection entry
+    prefix_hint: str | None = None  # a --junit-prefix that would name an unmatched test as a failure does
 
     @property
     def skip_fraction(self) -> float:
         return len(self.skipped) / self.ran if self.ran else 0.0
+
+    @property
+    def cannot_tell(self) -> bool:
+        """A skipped test is not in the results, and a failure names no test: it may be that test, failing."""
+        return bool(self.unmatched and self.failed_unknown)
+
+    def cannot_tell_why(self) -> str:
+        return (f"{_count(len(self.unmatched), 'skipped test is', 'skipped tests are')} not in the results and "
+                f"{_count(len(self.failed_unknown), 'failure matches', 'failures match')} no selected test "
+                f"(e.g. {self.unmatched[0]} skipped, {self.failed_unknown[0]} failed)")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,11 +86,14 @@ class Evaluation:
             "skip_fraction": round(self.skip_fraction, 4),
             "seconds_total": round(self.seconds_total, 3), "seconds_saved": round(self.seconds_skipped, 3),
             "not_in_results": self.unmatched, "fallback": self.fallback, "changed": self.changed,
+            "cannot_tell": self.cannot_tell, "failed_unknown": self.failed_unknown,
+            "prefix_hint": self.prefix_hint,
         }
 
     def markdown(self) -> str:
         """A PR comment."""
         head = ("**kernel-symbol-map shadow run: {n} miss{es}**" if self.misses else
+                "**kernel-symbol-map shadow run: cannot tell whether there is a miss**" if self.cannot_tell else
                 "**kernel-symbol-map shadow run: no miss**").format(n=len(self.misses),
                                                                      es="" if len(self.misses) == 1 else "es")
         saved = f"{self.seconds_skipped:.0f} s of {self.seconds_total:.0f} s" if self.seconds_total else "0 s"
@@ -79,6 +101,14 @@ class Evaluation:
                  f"({self.skip_fraction:.0%}), saving {saved}."]
         if self.fallback:
             lines.append(f"It fell back (`{self.fallback}`): every test it knew would have run.")
+        if self.cannot_tell:
+            lines += ["", f"Cannot tell: {self.cannot_tell_why()}; each such failure may be a miss under another "
+                      "name (`pytest --junit-prefix`, another rootdir)."
+                      + (f" The run may have used `pytest --junit-prefix {self.prefix_hint}`: give `evaluate "
+                         f"--junit-prefix {self.prefix_hint}`." if self.prefix_hint
+                         else "")]
+            lines += ["", "Skipped by the selection, not in the results: " + _some(self.unmatched),
+                      "", "Failed, and matching no selected test: " + _some(self.failed_unknown)]
         if self.misses:
             lines += ["", "| test that failed but would have been skipped | failure | why it would have been skipped |",
                       "| --- | --- | --- |"]
@@ -86,6 +116,14 @@ class Evaluation:
             changed = ", ".join(f"`{c}`" for c in self.changed[:10]) + (" ..." if len(self.changed) > 10 else "")
             lines += ["", f"Changed files: {changed or '(none)'}"]
         return "\n".join(lines) + "\n"
+
+
+def _count(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def _some(tests: list[str]) -> str:
+    return ", ".join(f"`{_cell(t)}`" for t in tests[:10]) + (" ..." if len(tests) > 10 else "")
 
 
 def _cell(text: str) -> str:
@@ -108,6 +146,10 @@ def check_selection(selection: Any) -> None:
     for at, d in enumerate(decisions):
         if not isinstance(d, dict) or not isinstance(d.get("test"), str):
             raise bad(f"decisions[{at}] names no test")
+    skipped_by_decision = {d["test"] for d in decisions if d.get("run") is False}
+    for test in selection["skip"]:  # select writes skip from the decisions: one it has no word on is not its
+        if test not in skipped_by_decision:
+            raise bad(f'"skip" lists {test!r}, which no decision skips')
     if not isinstance(selection.get("fallback"), (str, type(None))):
         raise bad('"fallback" is neither null nor a string')
 
@@ -128,9 +170,12 @@ def _combined(results: list[Result]) -> tuple[str, float, str]:
     return outcome, sum(r.seconds for r in results), failed[0].message if failed else ""
 
 
-def evaluate(selection: dict[str, Any], results: list[Result], steps: dict[str, list[Result]] | None = None) \
-        -> Evaluation:
-    """Compare ``selection`` (``select --json``) with a full run's ``results`` (or per-step result files)."""
+def evaluate(selection: dict[str, Any], results: list[Result], steps: dict[str, list[Result]] | None = None,
+             prefix: str | None = None) -> Evaluation:
+    """Compare ``selection`` (``select --json``) with a full run's ``results`` (or per-step result files).
+
+    ``prefix``: the run's ``pytest --junit-prefix``, cut off every classname that carries it.
+    """
     check_selection(selection)
     decisions = {d["test"]: d for d in selection["decisions"]}
     skip = list(dict.fromkeys(selection["skip"]))
@@ -144,7 +189,7 @@ def evaluate(selection: dict[str, Any], results: list[Result], steps: dict[str, 
     else:
         by_key: dict[tuple[str, str], list[Result]] = {}
         for r in results:
-            by_key.setdefault((r.classname, r.name), []).append(r)
+            by_key.setdefault((unprefixed(r.classname, prefix), r.name), []).append(r)
         for test in decisions:
             found = by_key.get(junit_key(test))
             if found:
@@ -156,10 +201,32 @@ def evaluate(selection: dict[str, Any], results: list[Result], steps: dict[str, 
     skipped = [t for t in skip if t in outcomes]
     misses = [Miss(t, outcomes[t][2], str(decisions.get(t, {}).get("why", ""))) for t in skipped
               if outcomes[t][0] == "failed"]
+    unmatched = [t for t in skip if t not in outcomes]
+    failed_unknown = [t for t, (outcome, _, _) in outcomes.items() if t not in decisions and outcome == "failed"]
     return Evaluation(
         selected=len(decisions), skipped=skipped, ran=len(outcomes),
         seconds_total=sum(s for _, s, _ in outcomes.values()),
         seconds_skipped=sum(outcomes[t][1] for t in skipped), misses=misses,
-        unmatched=[t for t in skip if t not in outcomes], fallback=selection.get("fallback"),
-        changed=list(selection["changed"]),
+        unmatched=unmatched, fallback=selection.get("fallback"),
+        changed=list(selection["changed"]), failed_unknown=failed_unknown,
+        prefix_hint=None if steps else _prefix_hint(unmatched, failed_unknown),
     )
+
+
+def _prefix_hint(unmatched: list[str], failed_unknown: list[str]) -> str | None:
+    """The prefix that, cut off a failure's classname, names a skipped test the results lack; None if none does.
+
+    Only a hint, for the message: ``evaluate`` never guesses a prefix (a
+    project may have both ``gpu/tests/`` and ``tests/``).
+    """
+    failed = [t.partition("::") for t in failed_unknown]  # a classname holds no "::"; a name may
+    for test in unmatched:
+        classname, name = junit_key(test)
+        for other, _, other_name in failed:
+            if other_name != name:
+                continue
+            if classname and other.endswith("." + classname):
+                return other[: -len(classname) - 1]
+            if not classname and other:  # a module-level case: its classname is the prefix alone
+                return other
+    return None

@@ -71,3 +71,16 @@ def junit_key(nodeid: str) -> tuple[str, str]:
     names = address.split("::")
     names[0] = names[0].replace("/", ".").removesuffix(".py")
     return ".".join(names[:-1]), names[-1] + bracket + params
+
+
+def unprefixed(classname: str, prefix: str | None) -> str:
+    """``classname`` as pytest wrote it before ``--junit-prefix prefix``, which puts ``prefix.`` before every one.
+
+    A module-level case (a collection error, classname ``""``) becomes
+    ``prefix`` itself. A classname without the prefix is left as it is.
+    """
+    if not prefix:
+        return classname
+    if classname == prefix:
+        return ""
+    return classname.removeprefix(prefix + ".")

@@ -62,7 +62,8 @@ class Built:
         return set(TESTS) - set(result["skip"])
 
 
-def _build(where: Path, generator: str) -> Built:
+def _build(where: Path, generator: str, build: Path | None = None) -> Built:
+    """The project in a git repository at ``where/src``, built in ``build`` (default ``where/build``)."""
     cmake = next((c for c in projects.cmakes() if c.label == "3.25"), None)
     require(cmake, "system CMake 3.25")
     src = where / "src"
@@ -72,7 +73,8 @@ def _build(where: Path, generator: str) -> Built:
     subprocess.run([*GIT, "-C", str(src), "commit", "-qm", "base"], check=True)
     commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()
-    b = projects.configure_and_build_at(src, where / "build", cmake, generator, f"-DPython_EXECUTABLE={sys.executable}")
+    b = projects.configure_and_build_at(src, build or where / "build", cmake, generator,
+                                        f"-DPython_EXECUTABLE={sys.executable}")
     out = where / "map.json.gz"
     proc = ksm("build", "--build-dir", str(b.build), "--out", str(out), "--commit", commit)
     assert proc.returncode == 0, proc.stderr
@@ -153,6 +155,54 @@ def test_where_git_cannot_list_the_files_the_map_clears_no_test(built: Built, tm
     assert ksm(*args, "--strict", cwd=built.src).returncode == 1
 
 
+def _subset(built: Built, target: str, out: Path, env: dict[str, str] | None = None) -> Path:
+    proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "build", "--build-dir", str(built.build),
+                           "--out", str(out), "--no-cache", "--commit", built.commit, "--targets", target],
+                          capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_a_shard_that_knows_the_file_reaches_what_the_configure_wrote_in_another(built: Built, tmp_path: Path) -> None:
+    """Two maps of one build (--targets, or shards): only plainlib's knows csrc/tiles.h, only ops' holds
+    the marlin kernels; together they must run test_marlin (on the first fix, which reached a map's own
+    configure-generated objects only, the marlin test was skipped)."""
+    maps = [_subset(built, t, tmp_path / f"{t}.json.gz") for t in ("ops", "plainlib")]
+    proc = ksm("select", *(a for m in maps for a in ("--map", str(m))), "--recordings", str(built.recordings),
+               "--json", "--changed", "csrc/tiles.h", cwd=built.src)
+    result = json.loads(proc.stdout)
+    assert result["fallback"] is None and {"test_plain", "test_marlin"} <= set(TESTS) - set(result["skip"])
+
+
+def test_merge_keeps_what_any_input_says_the_map_cannot_clear(built: Built, tmp_path: Path) -> None:
+    ops = _subset(built, "ops", tmp_path / "ops.json.gz")
+    blind = _subset(built, "plainlib", tmp_path / "blind.json.gz",
+                    env={**os.environ, "GIT_DIR": str(tmp_path / "no-repository")})
+    doc = json.loads(gzip.decompress(ops.read_bytes()))
+    doc["configure_inputs"] = [*doc["configure_inputs"], "cmake/only_in_this_shard.cmake"]
+    ops.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    for order in ([ops, blind], [blind, ops]):
+        out = tmp_path / "merged.json.gz"
+        proc = ksm("merge", str(out), *map(str, order))
+        assert proc.returncode == 0, proc.stderr
+        merged = json.loads(gzip.decompress(out.read_bytes()))
+        assert merged["tracked_files_unknown"] is True
+        assert "cmake/only_in_this_shard.cmake" in merged["configure_inputs"]
+        assert any(o.get("configure_generated") for o in merged["objects"])
+
+
+def test_a_build_folder_configured_through_a_symlink(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The compilers spell generated headers through the link (CMAKE_BINARY_DIR), the model the real
+    folder: the rule inputs must still be found."""
+    where = tmp_path_factory.mktemp("generators-link")
+    (where / "real").mkdir()
+    (where / "link").symlink_to(where / "real")
+    linked = _build(where, "Ninja", build=where / "link")
+    assert linked.object("$BUILD/gen/gen_ops.cu")["rule_inputs"] == ["csrc/ops.def", "tools/gen_ops.py"]
+    assert linked.object("csrc/uses_header.cu")["rule_inputs"] == ["csrc/ops.def", "tools/gen_ops.py"]
+    assert linked.ran("csrc/ops.def") >= {"test_silu", "test_gelu", "test_header"}
+
+
 # -- the rule graph and the configure's files, unit by unit -------------------------------------------------
 
 
@@ -192,17 +242,22 @@ def test_which_files_the_configure_wrote(tmp_path: Path) -> None:
     for name in ("tracked.cu", "untracked.cu"):
         (root / "csrc" / name).write_text("")
     (build / "link.cuh").symlink_to(root / "csrc" / "tracked.cu")
+    (root / "version.h.in").write_text("#define V 1\n")
+    (build / "version.h").write_text("#define V 1\n")  # COPYONLY
+    (root / "params.h.in").write_text("#define SCALE @SCALE@\n")
+    (build / "params.h").write_text("#define SCALE 3\n")  # @SCALE@ from an execute_process, say
     subprocess.run([*GIT, "init", "-q", str(root)], check=True)
     subprocess.run([*GIT, "-C", str(root), "add", "csrc/tracked.cu"], check=True)
     known = Known.of(root, [build], [f"{build}/gen/rule.cu"], [root / ".deps" / "cutlass-src"],
-                     [f"{root}/CMakeLists.txt", f"{root}/version.h.in"], tracked_files(root))
+                     [f"{root}/CMakeLists.txt", f"{root}/version.h.in", f"{root}/params.h.in"], tracked_files(root))
     wrote = known.written_by_configure
     assert not wrote(f"{root}/csrc/tracked.cu")
     assert wrote(f"{root}/csrc/untracked.cu")
     assert not wrote(f"{build}/gen/rule.cu")  # a build rule's
     assert not wrote(f"{root}/.deps/cutlass-src/gemm.cu")  # FetchContent's
     assert not wrote(f"{build}/CMakeFiles/t.dir/cmake_pch.hxx.cxx")  # CMake's own
-    assert not wrote(f"{build}/version.h")  # a configure_file copy of a configure input
+    assert not wrote(f"{build}/version.h")  # a configure_file copy of a configure input, byte for byte
+    assert wrote(f"{build}/params.h")  # substituted: its values may come from any file the configure read
     assert wrote(f"{build}/written.cu")  # the build folder is inside the root: its own rules apply
     assert not wrote(f"{build}/link.cuh")  # a link to a tracked file
     assert not wrote("/usr/include/stdio.h")

@@ -45,10 +45,14 @@ class Rules:
     ``normpath``, unless a path holds ``.`` or ``..`` segments.
     """
 
-    def __init__(self, made_from: dict[str, tuple[str, ...]], base: str) -> None:
+    def __init__(self, made_from: dict[str, tuple[str, ...]], base: str, also: tuple[str, ...] = ()) -> None:
+        """``also``: other spellings of ``base`` (the folder as configured, through a symlink), which the
+        compilers' deps may use for the same generated files."""
         self._raw = made_from
         self._prefix = base.rstrip(os.sep) + os.sep
         self._spelled = {self._absolute(o): o for o in made_from}  # absolute -> as spelled
+        for other in {a.rstrip(os.sep) + os.sep for a in also} - {self._prefix}:
+            self._spelled.update({os.path.normpath(other + o): o for o in made_from if not o.startswith(os.sep)})
 
     def _absolute(self, path: str) -> str:
         found = path if path.startswith(os.sep) else self._prefix + path
@@ -86,33 +90,34 @@ class Rules:
 
 
 def read(build_dir: Path, generator: str, manifest: Path | None = None,
-         statements: list[ninjafile.BuildStatement] | None = None) -> Rules:
+         statements: list[ninjafile.BuildStatement] | None = None, also: tuple[str, ...] = ()) -> Rules:
     """The build's rules, from ``manifest`` (Ninja, default ``build.ninja``; or its ``statements``, read
-    already) or the Makefiles."""
+    already) or the Makefiles; ``also``: see :class:`Rules`."""
     if "Ninja" in generator:
         return _from_ninja(build_dir, statements if statements is not None else
-                           ninjafile.read(manifest or build_dir / "build.ninja", build_dir))
+                           ninjafile.read(manifest or build_dir / "build.ninja", build_dir), also)
     if generator == "Unix Makefiles":
-        return _from_makefiles(build_dir)
+        return _from_makefiles(build_dir, also)
     return Rules({}, str(build_dir))
 
 
-def _from_ninja(build_dir: Path, statements: list[ninjafile.BuildStatement]) -> Rules:
+def _from_ninja(build_dir: Path, statements: list[ninjafile.BuildStatement], also: tuple[str, ...]) -> Rules:
     made_from: dict[str, tuple[str, ...]] = {}
     for st in statements:
         inputs = st.inputs + st.implicit if st.implicit else st.inputs
         if st.rule == "phony" and not inputs:
             continue
-        # `$x` references (CMake's `${cmake_ninja_workdir}` before an implicit output) are not paths
-        if any("$" in i for i in inputs):
-            inputs = tuple(i for i in inputs if "$" not in i)
+        # `${x}` references (CMake's `${cmake_ninja_workdir}` before an implicit output) are not paths; a
+        # path's own `$` was written `$$`, and ninjafile has undone that already
+        if any("${" in i for i in inputs):
+            inputs = tuple(i for i in inputs if "${" not in i)
         for output in st.outputs:
-            if "$" not in output:
+            if "${" not in output:
                 made_from[output] = inputs
-    return Rules(made_from, str(build_dir))
+    return Rules(made_from, str(build_dir), also)
 
 
-def _from_makefiles(build_dir: Path) -> Rules:
+def _from_makefiles(build_dir: Path, also: tuple[str, ...]) -> Rules:
     base = str(build_dir)
     listed = build_dir / "CMakeFiles" / "TargetDirectories.txt"
     try:
@@ -126,13 +131,13 @@ def _from_makefiles(build_dir: Path) -> Rules:
             text = build_make.read_text(encoding="utf-8", errors="surrogateescape")
         except FileNotFoundError:
             continue  # a target with nothing to make
-        except OSError as e:
-            raise BuildTreeError(f"{build_make}: {e.strerror or e}") from None
+        except (OSError, ValueError) as e:  # ValueError: a NUL in a listed folder's name
+            raise BuildTreeError(f"{build_make}: {getattr(e, 'strerror', None) or e}") from None
         for output, source in _MAKE_RULE.findall(text):
             if output in _MAKE_SPECIAL or source in _MAKE_SPECIAL:
                 continue
             found.setdefault(_unescape(output), []).append(_unescape(source))
-    return Rules({o: tuple(i) for o, i in found.items()}, base)
+    return Rules({o: tuple(i) for o, i in found.items()}, base, also)
 
 
 def _unescape(path: str) -> str:

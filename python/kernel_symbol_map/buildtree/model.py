@@ -176,7 +176,8 @@ def load(
         built_by = _with_device_side(build_dir, generator, cache, built_by, stamps, use_cache, log)
     manifest = generatorfiles.manifest(build_dir, config, multi)
     statements = ninjafile.read(manifest, build_dir) if "Ninja" in generator else None  # one parse for both
-    rules = buildrules.read(build_dir, generator, manifest, statements)
+    configured = tuple(d for d in [cache.get("CMAKE_CACHEFILE_DIR", "")] if d)  # as the compilers spell it
+    rules = buildrules.read(build_dir, generator, manifest, statements, configured)
     built_by = _with_rule_inputs(built_by, rules, stamps)
     objects += [o for target in sorted(built_by) for o in built_by[target]]
     objects += _device_links(build_dir, generator, built_by, links, stamps, config if multi else None)

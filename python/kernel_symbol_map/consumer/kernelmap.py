@@ -227,6 +227,12 @@ class KernelMap:
         """
         return [i for i, o in enumerate(self.objects) if o.get("configure_generated")]
 
+    def generated_reach(self, path: str) -> Reach | None:
+        """What ``path`` reaches in this map only because the configure wrote some of its objects, or None."""
+        if not self.has_evidence or not self._configure_generated:
+            return None
+        return self._reach(path, [(i, "configure-generated") for i in self._configure_generated])
+
     def _configured(self, canonical: Callable[[str], str] | None) -> set[str]:
         """The map's configure inputs, as spelled and (with ``canonical``) as the files they are."""
         spelled = set(self.document.get("configure_inputs", ()))

@@ -238,7 +238,7 @@ def select(
     if not changed and not options.allow_empty:
         return fallback(NO_CHANGES, "the change set is empty; an empty diff is never evidence (--allow-empty)")
 
-    files = [_combine(path, reaches) for path, *reaches in
+    files = [_combine(path, _with_generated(kmaps, path, reaches)) for path, *reaches in
              zip(changed, *(m.reach(*changed, canonical=options.canonical) for m in kmaps), strict=True)]
     blocking = [r for r in files if not r.clearable]
     if blocking:
@@ -314,6 +314,18 @@ def everything(
         decisions = [Decision(t, t in chosen, code, f"{why}; static rules {'select' if t in chosen else 'skip'} it")
                      for t in tests]
     return Selection(decisions, code, why, files or [], list(changed))
+
+
+def _with_generated(kmaps: Sequence[KernelMap], path: str, reaches: Sequence[Reach]) -> list[Reach]:
+    """``reaches`` with what the configure wrote in every map, when any map knows ``path``.
+
+    A map reaches its own configure-generated objects from the files it
+    knows; a shard that does not know ``path`` holds such objects too (issue
+    26: a header of one target, a generator's output in another shard).
+    """
+    if all(r.status == "not-in-map" for r in reaches):
+        return list(reaches)
+    return [(m.generated_reach(path) or r) if r.status == "not-in-map" else r for m, r in zip(kmaps, reaches, strict=True)]
 
 
 def _combine(path: str, reaches: Sequence[Reach]) -> Reach:

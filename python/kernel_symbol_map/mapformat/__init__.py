@@ -193,6 +193,7 @@ def merge(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
             if key in objects and objects[key] != o:
                 problems.append(f"{name}: {o['object']} of {o['target']} differs from another map's")
             objects[key] = o
+    _union_fields(merged, documents)
     merged["build_dirs"] = sorted({b for d in documents for b in d["build_dirs"]})
     merged["generated_at"] = max(d["generated_at"] for d in documents)
     merged["cuda"] = ", ".join(sorted({d["cuda"] for d in documents if d["cuda"]}))
@@ -216,6 +217,38 @@ def merge(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     merged["stats"] = {**stats(compiled, merged["objects"], merged["errors"], merged.get("reader", "native")),
                        "merged_from": len(documents)}
     return merged
+
+
+def _union_fields(merged: dict[str, Any], documents: list[dict[str, Any]]) -> None:
+    """The fields that say what may change any object, or what no map covers, from every input.
+
+    A configure input, a FetchContent dependency or a custom command of the
+    second shard's tree is as much the merged map's as the first's, and one
+    input built where git could not list its files makes the merge unable to
+    say what the configure wrote (issue 26).
+    """
+    for key in ("configure_inputs", "third_party", "excluded_targets"):
+        values = sorted({v for d in documents for v in d.get(key, [])})
+        if values:
+            merged[key] = values
+    notes = list(dict.fromkeys(n for d in documents for n in d.get("notes", [])))
+    if notes:
+        merged["notes"] = notes
+    links: dict[str, set[str]] = {}
+    for d in documents:
+        for target, deps in d.get("target_links", {}).items():
+            links.setdefault(target, set()).update(deps)
+    if links:
+        merged["target_links"] = {t: sorted(v) for t, v in sorted(links.items())}
+    unmapped = {json.dumps(u, sort_keys=True): u for d in documents for u in d.get("unmapped_targets", [])}
+    if unmapped:
+        merged["unmapped_targets"] = [unmapped[k] for k in sorted(unmapped)]
+    if any(d.get("tracked_files_unknown") for d in documents):
+        merged["tracked_files_unknown"] = True
+    for key in ("deps_from", "pairing", "generator", "cmake_version"):
+        values = sorted({p for d in documents if isinstance(d.get(key), str) for p in d[key].split(", ") if p})
+        if values:
+            merged[key] = ", ".join(values)
 
 
 def stats(compiled: int, objects: list[dict[str, Any]], errors: list[dict[str, Any]],

@@ -11,8 +11,11 @@ Such a file is one the build compiles or includes that
 * no build rule makes (those are :mod:`..buildtree.buildrules`' business),
 * is inside the source root and git does not track it, or is inside a build
   folder but neither CMake's own (``CMakeFiles/``, ``_deps/``) nor a
-  ``configure_file`` copy of a configure input (same name, or ``.in`` dropped),
-* and is not reached through a link to a file that is known.
+  ``COPYONLY`` copy of a configure input (same name, or ``.in`` dropped, and
+  the same bytes: a substituted ``configure_file`` may hold values that an
+  ``execute_process`` computed from any file),
+* and is not a link to a file that is known; a path outside the project (a
+  build folder configured through a symlink) is judged where it leads.
 
 When git cannot list the source root's files (an sdist, no git), which of
 them the configure wrote cannot be known: none inside the source root is
@@ -22,6 +25,7 @@ uses no such map as evidence. ``query`` stays exact about what it knows.
 
 from __future__ import annotations
 
+import filecmp
 import os
 import subprocess
 from collections.abc import Iterable
@@ -52,7 +56,7 @@ class Known:
     tracked: frozenset[str] | None  # None: git could not say
     rule_outputs: frozenset[str]
     third_party: tuple[str, ...]  # FetchContent folders
-    configure_inputs: frozenset[str]  # their file names
+    configure_inputs: dict[str, tuple[str, ...]]  # file name -> the configure inputs of that name
     _seen: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -62,30 +66,61 @@ class Known:
         """``tracked``: :func:`tracked_files` of ``source_root``, asked once for every tree of a map."""
         return cls(os.path.normpath(source_root), tuple(os.path.normpath(b) for b in build_dirs),
                    tracked, frozenset(rule_outputs),
-                   tuple(os.path.normpath(t) for t in third_party),
-                   frozenset(os.path.basename(p) for p in configure_inputs))
+                   tuple(os.path.normpath(t) for t in third_party), _by_name(configure_inputs))
 
     def written_by_configure(self, path: str) -> bool:
         """Whether ``path`` (absolute, normalised) is a file the configure wrote, by the module's rules."""
         found = self._seen.get(path)
         if found is None:  # deps repeat across objects: each distinct file is judged once
-            found = self._suspect(path) and ((real := os.path.realpath(path)) == path or self._suspect(real))
+            found = self._judge(path)
             self._seen[path] = found
         return found
 
-    def _suspect(self, path: str) -> bool:
+    def _judge(self, path: str) -> bool:
+        """As spelled, then as the file it is: a link to a known file is that file, and a path outside the
+        project (a build folder configured through a symlink) is judged where it leads."""
+        spelled = self._class(path)
+        real = os.path.realpath(path)
+        if real == path or spelled == _KNOWN:
+            return spelled == _WRITTEN
+        return self._class(real) == _WRITTEN or (spelled == _WRITTEN and self._class(real) != _KNOWN)
+
+    def _class(self, path: str) -> str:
         if path in self.rule_outputs or any(_inside(path, t) for t in self.third_party):
-            return False
+            return _KNOWN
         build = max((b for b in self.build_dirs if _inside(path, b)), key=len, default=None)
         if build is not None:  # a build folder inside the source root: the deeper root wins
             rel = os.path.relpath(path, build)
-            if rel.startswith(("CMakeFiles" + os.sep, "_deps" + os.sep)):
-                return False
-            name = os.path.basename(path)
-            return name not in self.configure_inputs and name + ".in" not in self.configure_inputs
+            if rel.startswith(("CMakeFiles" + os.sep, "_deps" + os.sep)) or self._copy(path):
+                return _KNOWN
+            return _WRITTEN
         if not _inside(path, self.source_root):
-            return False  # the toolkit's and the system's headers
-        return self.tracked is not None and path not in self.tracked  # no git: the map says it cannot know
+            return _OUTSIDE  # the toolkit's and the system's headers
+        if self.tracked is None:
+            return _OUTSIDE  # no git: the map says it cannot know (tracked_files_unknown)
+        return _KNOWN if path in self.tracked else _WRITTEN
+
+    def _copy(self, path: str) -> bool:
+        """A ``configure_file(... COPYONLY)`` copy: byte for byte a configure input of its name (or that name
+        and ``.in``). A substituted one may hold values the configure computed from any file."""
+        name = os.path.basename(path)
+        for original in self.configure_inputs.get(name, ()) + self.configure_inputs.get(name + ".in", ()):
+            try:
+                if filecmp.cmp(path, original, shallow=False):
+                    return True
+            except OSError:
+                continue
+        return False
+
+
+_KNOWN, _WRITTEN, _OUTSIDE = "known", "written", "outside"
+
+
+def _by_name(paths: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    found: dict[str, tuple[str, ...]] = {}
+    for p in paths:
+        found[os.path.basename(p)] = (*found.get(os.path.basename(p), ()), p)
+    return found
 
 
 def _inside(path: str, folder: str) -> bool:

@@ -6,7 +6,8 @@ Opt-in, never part of ``scripts/test``: it downloads vLLM's source release and
 torch (a CUDA 13.0 build, several GB), and takes about 15 minutes. Steps:
 
 1. a virtual environment with vLLM's build requirements (``--venv`` reuses one);
-2. vLLM 0.33.0's source release from PyPI, unpacked;
+2. vLLM 0.33.0's source release from PyPI, unpacked and committed to a new git
+   repository (an sdist has no .git), so that what the configure writes is untracked;
 3. every FetchContent dependency from a local folder, through vLLM's own
    variables (``VLLM_CUTLASS_SRC_DIR``...): ``--deps DIR`` holds ``cutlass``,
    ``flash-attention``, ``flashmla``, ``deepgemm`` and ``qutlass`` (checkouts,
@@ -92,17 +93,23 @@ def sdist(work: Path) -> Path:
     source = work / f"vllm-{VERSION}"
     if source.is_dir():
         return source
-    index = "https://pypi.org/simple/vllm/"
-    request = urllib.request.Request(index, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    with urllib.request.urlopen(request, timeout=120) as r:
-        files = json.load(r)["files"]
-    (url,) = [f["url"] for f in files if f["filename"] == f"vllm-{VERSION}.tar.gz"]
     archive = work / f"vllm-{VERSION}.tar.gz"
-    log(f"downloading {url}")
-    with urllib.request.urlopen(url, timeout=600) as r, archive.open("wb") as f:
-        shutil.copyfileobj(r, f)
+    if not archive.exists():
+        index = "https://pypi.org/simple/vllm/"
+        request = urllib.request.Request(index, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        with urllib.request.urlopen(request, timeout=120) as r:
+            files = json.load(r)["files"]
+        (url,) = [f["url"] for f in files if f["filename"] == f"vllm-{VERSION}.tar.gz"]
+        log(f"downloading {url}")
+        with urllib.request.urlopen(url, timeout=600) as r, archive.open("wb") as f:
+            shutil.copyfileobj(r, f)
     with tarfile.open(archive) as t:
         t.extractall(work, filter="data")
+    # An sdist has no .git: commit what it ships, before any configure, as a checkout would have it, so that the
+    # sources the configure writes into csrc/ (marlin, machete) are the untracked ones (configure_generated).
+    for command in (["git", "init", "-q"], ["git", "add", "-A"],
+                    ["git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "sdist"]):
+        run(command, cwd=source)
     return source
 
 
@@ -240,11 +247,12 @@ def main() -> int:
     args = ap.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
+    deps = args.deps.resolve() if args.deps else None  # CMake reads these folders from the source root
     python_venv = venv(work, args.venv)
     python = python_venv / "bin" / "python"
     cmake, ninja = python_venv / "bin" / "cmake", python_venv / "bin" / "ninja"
     source = sdist(work)
-    env = dict(os.environ, **dependencies(work, args.deps, source), TORCH_CUDA_ARCH_LIST="9.0",
+    env = dict(os.environ, **dependencies(work, deps, source), TORCH_CUDA_ARCH_LIST="9.0",
                VLLM_TARGET_DEVICE="cuda", MAX_JOBS=str(args.jobs))
     cuda = toolkit(work, python_venv)
     env.update(CUDA_HOME=str(cuda), PATH=f"{cuda / 'bin'}{os.pathsep}{env['PATH']}")

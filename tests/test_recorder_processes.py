@@ -390,3 +390,151 @@ def test_a_forked_child_never_writes_its_parents_part(tmp_path: Path, fake_cupti
         assert os.waitpid(pid, 0)[1] == 0
     """)
     assert rec["complete"] and rec["kernels"] == ["_Z5afterv", "_Z6beforev"] and rec["processes"] == 2, rec
+
+
+ORPHANS = '''
+import os, select, subprocess, sys
+from cupti import cupti
+
+# A native daemon: `cmd &` in a shell that exits at once, with a cleared environment (`env -i`), so no live
+# process carries the spawn's id. It runs until the pipe on its fd 3 closes (test_stop_daemon, or this
+# pytest's exit: it never outlives the run), and first writes its pid.
+DAEMON = "exec 3<&0 4>&1; env -i /bin/sh -c 'echo $$ >&4; exec 4>&- >/dev/null 2>&1; read x <&3' >/dev/null 2>&1 &"
+# Python without the hook (as native as the recorder can tell): it forks a child, and exits first.
+PARENT = """
+import os, sys
+stop_parent, stop_child, out = map(int, sys.argv[1:])
+if os.fork() == 0:
+    os.close(stop_parent)
+    os.write(out, str(os.getpid()).encode())
+    os.close(out)
+    os.read(stop_child, 1)
+    os._exit(0)
+os.close(stop_child)
+os.close(out)
+os.read(stop_parent, 1)
+"""
+held = {}
+
+
+def _started(pid):
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()[19]
+
+
+def _wait_exit(pid, stop):
+    exited = os.pidfd_open(pid)
+    os.close(stop)
+    select.select([exited], [], [])  # until it has exited (a zombie, or gone)
+    os.close(exited)
+
+
+def test_before():
+    cupti.launch("_Z6beforev")
+
+
+def test_waited_native():
+    subprocess.run(["true"], check=True)
+
+
+def test_between():
+    cupti.launch("_Z7betweenv")
+
+
+def test_start_daemon():
+    stop, held["daemon_stop"] = os.pipe()
+    out, pid_w = os.pipe()
+    subprocess.run(["sh", "-c", DAEMON], stdin=stop, stdout=pid_w, check=True)
+    os.close(stop)
+    os.close(pid_w)
+    with os.fdopen(out) as f:
+        held["daemon"] = int(f.read())  # when the daemon closed its copy of the pipe: it runs
+
+
+def test_uses_daemon():
+    cupti.launch("_Z6daemonv")  # the daemon could have launched kernels for this test
+
+
+def test_stop_daemon():
+    _wait_exit(held.pop("daemon"), held.pop("daemon_stop"))
+
+
+def test_after_daemon():
+    cupti.launch("_Z5afterv")
+
+
+def test_orphan_start():
+    fds = os.pipe(), os.pipe(), os.pipe()
+    (stop_parent, held["parent_stop"]), (stop_child, held["child_stop"]), (out, child_w) = fds
+    held["parent"] = subprocess.Popen([sys.executable, "-S", "-c", PARENT, str(stop_parent), str(stop_child),
+                                       str(child_w)], pass_fds=(stop_parent, stop_child, child_w))
+    for fd in (stop_parent, stop_child, child_w):
+        os.close(fd)
+    with os.fdopen(out) as f:
+        held["child"] = int(f.read())
+    held["child_start"] = _started(held["child"])
+
+
+def test_orphan_adopted_and_ended():
+    os.close(held.pop("parent_stop"))
+    assert held.pop("parent").wait() == 0  # the child lives on, an orphan
+    _wait_exit(held["child"], held.pop("child_stop"))
+
+
+def test_orphan_reaped():
+    try:
+        with open(f"/proc/{held['child']}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except FileNotFoundError:
+        return  # waited for
+    # (Without a subreaper here, init or another one adopted it: theirs to wait for.)
+    assert (fields[19], int(fields[1])) != (held["child_start"], os.getpid()), "a zombie of ours no one waited for"
+
+
+def test_last():
+    cupti.launch("_Z4lastv")
+'''
+
+
+def test_a_daemon_that_cleared_its_environment_keeps_the_tests_it_lives_through_incomplete(
+        tmp_path: Path, fake_cupti: Path) -> None:
+    """`sh -c "env -i server &"`: no process carries the spawn's id, yet the server runs (and may launch kernels).
+
+    It counts as ended only once nothing unrecorded lives below the plugin's process, which adopts every
+    orphan (a child subreaper); a native child the test waited for still costs only its own test, and an
+    orphan it adopted is waited for, never left a zombie.
+    """
+    (tmp_path / "test_cases.py").write_text(ORPHANS)
+    out = tmp_path / "rec"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
+                           str(tmp_path), "test_cases.py", "--kernel-record", str(out), "--kernel-record-commit",
+                           COMMIT], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and f"{ORPHANS.count(chr(10) + 'def test_')} passed" in proc.stdout, proc.stdout
+    records = map(json.loads, (out / "pytest.jsonl").read_text().splitlines())
+    cases = {r["test"].split("::")[-1]: r for r in records}
+    for test in ("test_start_daemon", "test_uses_daemon", "test_stop_daemon"):
+        rec = cases[test]
+        assert not rec["complete"] and "env -i" in rec["reason"] and "no recorder saw" in rec["reason"], rec
+    assert not cases["test_waited_native"]["complete"] and "true" in cases["test_waited_native"]["reason"]
+    for test in ("test_orphan_start", "test_orphan_adopted_and_ended"):
+        assert not cases[test]["complete"] and " -S -c" in cases[test]["reason"], cases[test]
+    # Precision: the waited-for `true`, the stopped daemon and the ended orphan cost no other test.
+    for test in ("test_before", "test_between", "test_after_daemon", "test_orphan_reaped", "test_last"):
+        assert cases[test]["complete"], cases[test]
+    assert cases["test_uses_daemon"]["kernels"] == ["_Z6daemonv"]
+
+
+def test_a_process_that_carries_a_spawns_id_keeps_it_alive_wherever_it_runs() -> None:
+    """Outside the root's tree too (a service that started it with the test's environment): it carries the id."""
+    from kernel_symbol_map.recorder import spawns
+    from kernel_symbol_map.recorder.hook import SPAWN_VARIABLE
+
+    spawn, other = f"{os.urandom(8).hex()}-1", f"{os.urandom(8).hex()}-2"
+    carrier = subprocess.Popen(["cat"], stdin=subprocess.PIPE, env=dict(os.environ, **{SPAWN_VARIABLE: spawn}))
+    try:
+        assert spawns.alive({spawn, other}, set) == {spawn}
+    finally:
+        assert carrier.stdin is not None
+        carrier.stdin.close()
+        carrier.wait()
+    assert spawns.alive({spawn}, set) == set()

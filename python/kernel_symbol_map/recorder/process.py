@@ -15,8 +15,10 @@ cannot show: no CUPTI, dropped records, or an interrupted run all say
 Every process this one starts is watched (:mod:`.spawns`): each start
 writes ``<token>-<n>.spawn``, an expectation that the child claims in its
 ``.started`` when it is Python with the hook; one nobody claims is a process
-no recorder saw. A child of a pytest run also notes where the plugin's tests
-log (:mod:`.timeline`) stood at its start and its end, so that a persistent
+no recorder saw, and it ends only when nothing it may have left running
+lives below the root, the process that runs the tests (:mod:`.tree`). A
+child of a pytest run also notes where the plugin's tests log
+(:mod:`.timeline`) stood at its start and its end, so that a persistent
 worker's kernels go to every test that ran while it lived.
 """
 
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import _atomic
-from . import spawns, timeline
+from . import spawns, timeline, tree
 from .hook import FOLDER_VARIABLE, SCOPE_VARIABLE, SPAWN_VARIABLE, TESTS_VARIABLE
 
 KERNEL_KINDS = ("CONCURRENT_KERNEL", "KERNEL")
@@ -55,7 +57,10 @@ class ProcessRecorder:
         self.window: tuple[int, int] | None = None  # (start, end) in the log, for a process that follows it
         self.follows_log = follows_log
         self._spawns = 0
-        self._open: set[str] = set()  # spawns not yet seen to end (see spawns.alive)
+        self._open: set[str] = set()  # spawns not yet seen to end (see spawns.alive and .tree)
+        self.subreaper = False  # this process is the root: orphans below it are reparented to it (see .tree)
+        self._release = False  # it made itself one, and stops being one when it finishes
+        self._parents: dict[tuple[int, str], int] = {}  # (pid, start) -> parent, as last seen below it (root)
         self.pid = os.getpid()
         self.default_scope = scope
         self.token = f"{os.getpid()}-{os.urandom(4).hex()}"
@@ -73,18 +78,20 @@ class ProcessRecorder:
 
     @classmethod
     def start_current(cls, folder: str | os.PathLike[str], scope: str, backend: Any = None,
-                      own_log: Path | None = None, forked: bool = False) -> ProcessRecorder:
+                      own_log: Path | None = None, forked: bool = False, root: bool = False) -> ProcessRecorder:
         """Start recording this process (once); CUPTI failing to start is recorded, not raised.
 
         ``own_log``: the tests log this process writes (the plugin); else the
         one in the environment, which this process follows (a child).
+        ``root``: this process runs the tests, and becomes the child
+        subreaper that every orphan below it goes to (see :mod:`.tree`).
         """
         if cls.current is not None and not cls.current.finished:
             return cls.current
         followed = os.environ.get(TESTS_VARIABLE)
         log = own_log if own_log is not None else Path(followed) if followed else None
         recorder = cls(Path(folder), scope, log=log, follows_log=own_log is None and log is not None)
-        recorder._begin(backend, forked)
+        recorder._begin(backend, forked, root)
         cls.current = recorder
         atexit.register(recorder.finish)
         spawns.watch(lambda: cls.current)
@@ -94,8 +101,12 @@ class ProcessRecorder:
             _FORK_HOOKED = True
         return recorder
 
-    def _begin(self, backend: Any, forked: bool = False) -> None:
+    def _begin(self, backend: Any, forked: bool = False, root: bool = False) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
+        if root:
+            already = tree.was_subreaper()
+            self.subreaper = already or tree.become_subreaper()
+            self._release = self.subreaper and not already
         if self.log is not None and self.follows_log:
             self.window = (timeline.position(self.log), -1)
         exes, by_multiprocessing = spawns.identity()
@@ -103,7 +114,7 @@ class ProcessRecorder:
             "pid": os.getpid(), "ppid": os.getppid(), "start": spawns.started(os.getpid()),
             "scope": self.default_scope, "argv": sys.argv[:3],
             "spawn": os.environ.pop(SPAWN_VARIABLE, ""), "exe": exes, "forked": forked,  # the claim (see .spawns)
-            "multiprocessing": by_multiprocessing}))
+            "multiprocessing": by_multiprocessing, "subreaper": self.subreaper}))
         if backend is None:
             from .activity import Activity
 
@@ -130,6 +141,8 @@ class ProcessRecorder:
         if interrupted:
             self.problems.append("the process was interrupted")
         self.settle()
+        if self._release:
+            tree.release()
         if self.window is not None and self.log is not None:
             self.window = (self.window[0], timeline.end(self.log))
         with self._lock:
@@ -183,22 +196,41 @@ class ProcessRecorder:
         if not open_:
             return
         ended = open_ - spawns.alive(open_, self._recorded)
+        # No carrier is not enough: what it left running may have cleared its environment. (The root looks
+        # below itself at every settle, also to wait for the orphans it adopted.)
+        if (ended or self.subreaper) and not self._quiet():
+            ended = set()
         at = timeline.end(self.log) if self.log is not None else 0
         for spawn in sorted(ended):
             _atomic.replace(self.folder / f"{spawn}.ended", json.dumps({"end": at}).encode())
         with self._lock:
             self._open -= ended
 
+    def _quiet(self) -> bool:
+        """Nothing a spawn may have left running lives below the root, whatever its environment (:mod:`.tree`).
+
+        Recorded processes are seen by their recorders; multiprocessing's resource tracker is stdlib code.
+        """
+        recorded, roots = self._started()
+        return tree.quiet(recorded, roots, self._parents, spawns.tracker)
+
     def _recorded(self) -> set[tuple[int, str]]:
         """The processes of this recording that record themselves: (pid, start time)."""
-        found = set()
+        return self._started()[0]
+
+    def _started(self) -> tuple[set[tuple[int, str]], set[tuple[int, str]]]:
+        """The processes of this recording that record themselves, and those of them that are roots."""
+        found, roots = set(), set()
         for path in self.folder.glob("*.started"):
             try:
                 data = json.loads(path.read_text())
-                found.add((int(data["pid"]), str(data.get("start", ""))))
+                key = (int(data["pid"]), str(data.get("start", "")))
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # unreadable: not known to be recorded, so whatever it carries counts
-        return found
+            found.add(key)
+            if data.get("subreaper") is True:
+                roots.add(key)
+        return found, roots
 
     # -- attribution --------------------------------------------------------
 

@@ -119,7 +119,8 @@ class KernelRecorder:
         if self.backend_factory is not None:
             backend = type(self).backend_factory(lambda activities: self.recorder.take(activities))
         ProcessRecorder.current = None
-        self.recorder = ProcessRecorder.start_current(self.parts, parts.SESSION, backend=backend, own_log=self.log)
+        self.recorder = ProcessRecorder.start_current(self.parts, parts.SESSION, backend=backend, own_log=self.log,
+                                                     root=True)  # orphans below it stay in sight (.tree)
 
     # -- which tests pytest kept, and how each one went ------------------------------------------
 

@@ -11,8 +11,10 @@ that is Python with the ``.pth`` hook claims its expectation when it starts;
 the merge makes an expectation nobody claimed (a native program, a shell, an
 interpreter without the hook, an environment that could not be changed) an
 incomplete record that names the executable: for every test from its start
-on, or, when the recorder saw it end (no live process carries its id in its
-environment, :func:`alive`), for the tests that ran while it lived.
+on, or, when the recorder saw it end, for the tests that ran while it lived.
+It ends when no live process carries its id in its environment
+(:func:`alive`) and no process it may have left running, whatever its
+environment, lives below the recording's root (:mod:`.tree`).
 
 Only ``subprocess`` and ``os.system`` read the environment after the audit
 event, so only there, or where the child takes this process's own
@@ -107,6 +109,9 @@ def seen(recorder: Watcher, event: str, args: tuple[Any, ...], caller: str = "")
 def alive(ids: set[str], recorded: Callable[[], set[tuple[int, str]]]) -> set[str]:
     """Those of ``ids`` that a live process still carries in its environment (all of them without /proc).
 
+    Not carried is not ended: a process may clear its environment; the
+    caller also asks :mod:`.tree` whether anything still runs below the root.
+
     A child and whatever it left running (a daemon, a server) inherit the
     id; a zombie's environment reads empty. A process of another user (a
     setuid program) cannot be read, and one that cleared its environment
@@ -128,7 +133,7 @@ def alive(ids: set[str], recorded: Callable[[], set[tuple[int, str]]]) -> set[st
         except OSError:
             continue
         carried = {e[len(prefix):].decode(errors="replace") for e in environ.split(b"\0") if e.startswith(prefix)}
-        if not carried & ids or _tracker(pid):
+        if not carried & ids or tracker(pid):
             continue
         known = recorded() if known is None else known
         if (pid, started(pid)) not in known:
@@ -163,7 +168,8 @@ def _is_tracker(argv: list[str]) -> bool:
     return program.startswith(_TRACKER)
 
 
-def _tracker(pid: int) -> bool:
+def tracker(pid: int) -> bool:
+    """Whether ``pid`` is multiprocessing's resource tracker (by its command line)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = [os.fsdecode(a) for a in f.read().split(b"\0")]

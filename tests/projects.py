@@ -58,15 +58,9 @@ class Build:
 def configure_and_build(
     project: str, where: Path, cmake: CMake, generator: str, *extra: str, build: bool = True
 ) -> Build:
-    """Copy ``project`` (tests may edit it) into a git repository, as a checkout is, configure it and build it.
-
-    The map tells the files the configure wrote by what git tracks (issue 26).
-    """
+    """Copy ``project`` (tests may edit it), configure it and build it."""
     source = where / "src"
     shutil.copytree(PROJECTS / project, source)
-    git = ["git", "-C", str(source), "-c", "user.name=t", "-c", "user.email=t@t"]
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
-        subprocess.run([*git, *args], check=True, capture_output=True)
     return configure_and_build_at(source, where / "build", cmake, generator, *extra, build=build)
 
 
@@ -79,6 +73,7 @@ def configure_and_build_at(
     ``query``: write our file-API query first, as the CMake package does; without it the
     tree is what a project that never heard of this package has.
     """
+    _checkout(source)
     if query:
         write_query(build_dir)  # the configure below answers it
     nvcc = toolchains.require(toolchains.nvcc(), "nvcc")
@@ -95,6 +90,18 @@ def configure_and_build_at(
     if build:
         result.run_build()
     return result
+
+
+def _checkout(source: Path) -> None:
+    """Make ``source`` a git repository with every file committed, as a checkout is, unless it is in one
+    already: the map tells the files the configure wrote by what git tracks (issue 26)."""
+    inside = subprocess.run(["git", "-C", str(source), "rev-parse", "--is-inside-work-tree"], capture_output=True,
+                            text=True, check=False)
+    if inside.returncode == 0 and inside.stdout.strip() == "true":
+        return
+    git = ["git", "-C", str(source), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
 
 
 def both_models(build_dir: Path) -> tuple[Any, Any]:

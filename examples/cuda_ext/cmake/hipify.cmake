@@ -7,6 +7,10 @@
 # people edit. Each copy is a build step of its own (cmake -P this file), so the
 # originals are build inputs, not configure inputs: editing one re-makes its
 # copy and recompiles that object only.
+if(CMAKE_SCRIPT_MODE_FILE AND COMPAT)  # cmake -P: write hipify's compatibility header to COMPAT
+  file(WRITE "${COMPAT}" "#pragma once\n#include <hip/hip_runtime.h>\n")
+  return()
+endif()
 if(CMAKE_SCRIPT_MODE_FILE)  # cmake -P: hipify one file: FROM, TO, RENAMES ("old=new|old=new...")
   string(REPLACE "|" ";" renames "${RENAMES}")
   file(READ "${FROM}" text)
@@ -53,9 +57,17 @@ function(cuda_ext_hipify from to out_sources)
       VERBATIM)
     list(APPEND sources "${to}/${new}")
   endforeach()
+  # A file only the copy has (hipify's compatibility header): the map keeps its copy path and says so.
+  # Written by a build rule, as hipify writes every file: a file the configure wrote would have inputs no
+  # map knows, and every change would reach the objects that include it (issue 26).
+  add_custom_command(
+    OUTPUT "${to}/hip_compat.h"
+    COMMAND "${CMAKE_COMMAND}" "-DCOMPAT=${to}/hip_compat.h" -P "${CMAKE_CURRENT_FUNCTION_LIST_FILE}"
+    DEPENDS "${CMAKE_CURRENT_FUNCTION_LIST_FILE}"
+    COMMENT "hipify's hip_compat.h"
+    VERBATIM)
+  list(APPEND sources "${to}/hip_compat.h")
   # Every copy, headers included, before anything compiles them (as hipify_sources_target does).
   add_custom_target(cuda_ext_hipify DEPENDS ${sources})
-  # A file only the copy has (hipify's compatibility header): the map keeps its copy path and says so.
-  file(CONFIGURE OUTPUT "${to}/hip_compat.h" CONTENT "#pragma once\n#include <hip/hip_runtime.h>\n")
   set(${out_sources} "${sources}" PARENT_SCOPE)
 endfunction()

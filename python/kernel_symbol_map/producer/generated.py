@@ -43,8 +43,8 @@ def tracked_files(source_root: Path) -> frozenset[str] | None:
         return None
     if proc.returncode != 0:
         return None
-    names = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
-    return frozenset(os.path.normpath(os.path.join(root, n)) for n in names if n)
+    prefix = root.rstrip(os.sep) + os.sep  # git lists clean relative paths: joined, not normalised
+    return frozenset(prefix + n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n)
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class Known:
     third_party: tuple[str, ...]  # FetchContent folders
     configure_inputs: dict[str, tuple[str, ...]]  # file name -> the configure inputs of that name
     _seen: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
+    _folders: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, source_root: Path, build_dirs: Iterable[Path], rule_outputs: Iterable[str],
@@ -80,10 +81,22 @@ class Known:
         """As spelled, then as the file it is: a link to a known file is that file, and a path outside the
         project (a build folder configured through a symlink) is judged where it leads."""
         spelled = self._class(path)
-        real = os.path.realpath(path)
-        if real == path or spelled == _KNOWN:
+        if spelled == _KNOWN:
+            return False
+        real = self._realpath(path)
+        if real == path:
             return spelled == _WRITTEN
         return self._class(real) == _WRITTEN or (spelled == _WRITTEN and self._class(real) != _KNOWN)
+
+    def _realpath(self, path: str) -> str:
+        """``os.path.realpath``, with each folder resolved once: a map's thousands of distinct headers live in
+        a few hundred folders, and resolving costs a ``stat`` per path component."""
+        folder, name = os.path.split(path)
+        real = self._folders.get(folder)
+        if real is None:
+            real = self._folders[folder] = os.path.realpath(folder)
+        found = os.path.join(real, name)
+        return os.path.realpath(found) if os.path.islink(found) else found
 
     def _class(self, path: str) -> str:
         if path in self.rule_outputs or any(_inside(path, t) for t in self.third_party):

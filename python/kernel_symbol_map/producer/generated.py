@@ -10,7 +10,7 @@ Such a file is one the build compiles or includes that
 
 * no build rule makes (those are :mod:`..buildtree.buildrules`' business),
 * is inside the source root and git does not track it, or is inside a build
-  folder but neither CMake's own (``CMakeFiles/``, ``_deps/``) nor a
+  folder but neither CMake's own (any ``CMakeFiles/``, ``_deps/``) nor a
   ``COPYONLY`` copy of a configure input (same name, or ``.in`` dropped, and
   the same bytes: a substituted ``configure_file`` may hold values that an
   ``execute_process`` computed from any file),
@@ -103,8 +103,8 @@ class Known:
             return _KNOWN
         build = max((b for b in self.build_dirs if _inside(path, b)), key=len, default=None)
         if build is not None:  # a build folder inside the source root: the deeper root wins
-            rel = os.path.relpath(path, build)
-            if rel.startswith(("CMakeFiles" + os.sep, "_deps" + os.sep)) or self._copy(path):
+            rel = os.sep + os.path.relpath(path, build)  # CMake's own folders, a subdirectory's too
+            if f"{os.sep}CMakeFiles{os.sep}" in rel or rel.startswith(f"{os.sep}_deps{os.sep}") or self._copy(path):
                 return _KNOWN
             return _WRITTEN
         if not _inside(path, self.source_root):

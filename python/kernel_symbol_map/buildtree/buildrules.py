@@ -68,9 +68,6 @@ class Rules:
         """Output -> inputs, all absolute (for people and tests: the walk below needs only a few)."""
         return {a: tuple(self._absolute(i) for i in self._raw[s]) for a, s in self._spelled.items()}
 
-    def produces(self, path: str) -> bool:
-        return path in self._spelled
-
     def upstream(self, paths: Iterable[str]) -> tuple[set[str], set[str]]:
         """(the files no rule makes that ``paths`` are made from, the generated files on the way)."""
         leaves: set[str] = set()

@@ -277,6 +277,7 @@ def _with_rule_inputs(
     brings its own deps.
     """
     deps_of = {str(o.object): o.deps for objs in built_by.values() for o in objs}
+    compiled = set(deps_of)  # the objects themselves, which a walk may pass through
     outputs = rules.outputs
     updated: dict[str, list[TreeObject]] = {}
     for target, objs in built_by.items():
@@ -288,8 +289,8 @@ def _with_rule_inputs(
             if generated and not o.precompiled_header:
                 leaves, made = rules.upstream(generated)
                 inputs = leaves | {d for m in made for d in deps_of.get(m, ())}
-                inputs -= set(deps_of)  # an object reached on the way stands for its deps, added above
-                merged = tuple(sorted(set(o.deps) | inputs | (made - set(deps_of))))
+                inputs -= compiled  # an object reached on the way stands for its deps, added above
+                merged = tuple(sorted(set(o.deps) | inputs | (made - compiled)))
                 error = o.error or next((f"build rule input {d} does not exist" for d in sorted(inputs)
                                          if stamps[d] is None), None) or out_of_date(o.object, inputs, stamps)
                 o = replace(o, deps=merged, error=error, rule_inputs=tuple(sorted(inputs)))

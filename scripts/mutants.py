@@ -217,7 +217,7 @@ MUTANTS = [
            'if data.get("spawn"):',
            ("tests/test_recorder_processes.py::test_a_child_no_recorder_saw_is_named[test_stale_fork--S -c pass-False]",)),
     Mutant("R26.mp", "a multiprocessing spawn child is not told apart", "recorder/spawns.py",
-           '    spawned = "--multiprocessing-fork" in argv or program.lstrip().startswith("from multiprocessing")',
+           '    spawned = "--multiprocessing-fork" in argv or _program(argv).lstrip().startswith("from multiprocessing")',
            "    spawned = False",
            ("tests/test_recorder_processes.py::test_a_child_no_recorder_saw_is_named[test_stale_spawn--S -c pass-False]",)),
     Mutant("R26.end", "a process no recorder saw is assumed to end with its test (a native server)",

@@ -436,7 +436,7 @@ def wheel_members(z: zipfile.ZipFile, wheel: Path, wanted: Callable[[str], bool]
     return chosen
 
 
-def copy_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, into: BinaryIO, wheel: Path) -> int:
+def copy_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, into: BinaryIO, wheel: Path) -> None:
     """Inflate ``info`` into ``into`` a MiB at a time, stopping past :func:`member_bound` (zipfile itself
     stops at the header's size and checks the CRC; this holds whatever the header says)."""
     bound, copied = member_bound(info), 0
@@ -447,7 +447,6 @@ def copy_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, into: BinaryIO, wheel
                 raise MapError(f"{wheel}!{info.filename}: inflates past {bound:,} bytes ({WHEEL_MAX_RATIO}x its "
                                f"{info.compress_size:,}): a zip bomb, not read")
             into.write(chunk)
-    return copied
 
 
 # What zipfile raises on a damaged wheel: RuntimeError for an encrypted member, zlib.error for a corrupt one.

@@ -37,6 +37,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from . import tree
 from .hook import SPAWN_VARIABLE
 
 EVENTS = frozenset({"subprocess.Popen", "os.exec", "os.spawn", "os.posix_spawn", "os.system"})
@@ -143,12 +144,8 @@ def alive(ids: set[str], recorded: Callable[[], set[tuple[int, str]]]) -> set[st
 
 def started(pid: int) -> str:
     """When ``pid`` started (clock ticks since boot, /proc/PID/stat), to tell it from a later one of that pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return stat[stat.rindex(b")") + 2:].split()[19].decode()
-    except (OSError, ValueError, IndexError):
-        return ""
+    found = tree.stat(pid)
+    return found.start if found is not None else ""
 
 
 _TRACKER = "from multiprocessing.resource_tracker import main;"
@@ -163,9 +160,13 @@ def resource_tracker() -> bool:
     return _is_tracker(list(getattr(sys, "orig_argv", [])))
 
 
+def _program(argv: list[str]) -> str:
+    """The program of ``python -c PROGRAM``, or ""."""
+    return argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
+
+
 def _is_tracker(argv: list[str]) -> bool:
-    program = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
-    return program.startswith(_TRACKER)
+    return _program(argv).startswith(_TRACKER)
 
 
 def tracker(pid: int) -> bool:
@@ -203,8 +204,7 @@ def identity() -> tuple[list[str], bool]:
     script = next((a for a in argv if not a.startswith("-")), "")
     if "-c" not in argv and "-m" not in argv and script and _python_script(script):
         exes.add(os.path.realpath(script))
-    program = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
-    spawned = "--multiprocessing-fork" in argv or program.lstrip().startswith("from multiprocessing")
+    spawned = "--multiprocessing-fork" in argv or _program(argv).lstrip().startswith("from multiprocessing")
     return sorted(exes), spawned
 
 

@@ -195,10 +195,17 @@ class ProcessRecorder:
             open_ = set(self._open)
         if not open_:
             return
-        ended = open_ - spawns.alive(open_, self._recorded)
+        started: list[tuple[set[tuple[int, str]], set[tuple[int, str]]]] = []  # the *.started files, read once
+
+        def recorded_and_roots() -> tuple[set[tuple[int, str]], set[tuple[int, str]]]:
+            if not started:
+                started.append(self._started())
+            return started[0]
+
+        ended = open_ - spawns.alive(open_, lambda: recorded_and_roots()[0])
         # No carrier is not enough: what it left running may have cleared its environment. (The root looks
         # below itself at every settle, also to wait for the orphans it adopted.)
-        if (ended or self.subreaper) and not self._quiet():
+        if (ended or self.subreaper) and not self._quiet(*recorded_and_roots()):
             ended = set()
         at = timeline.end(self.log) if self.log is not None else 0
         for spawn in sorted(ended):
@@ -206,17 +213,12 @@ class ProcessRecorder:
         with self._lock:
             self._open -= ended
 
-    def _quiet(self) -> bool:
+    def _quiet(self, recorded: set[tuple[int, str]], roots: set[tuple[int, str]]) -> bool:
         """Nothing a spawn may have left running lives below the root, whatever its environment (:mod:`.tree`).
 
         Recorded processes are seen by their recorders; multiprocessing's resource tracker is stdlib code.
         """
-        recorded, roots = self._started()
         return tree.quiet(recorded, roots, self._parents, spawns.tracker)
-
-    def _recorded(self) -> set[tuple[int, str]]:
-        """The processes of this recording that record themselves: (pid, start time)."""
-        return self._started()[0]
 
     def _started(self) -> tuple[set[tuple[int, str]], set[tuple[int, str]]]:
         """The processes of this recording that record themselves, and those of them that are roots."""

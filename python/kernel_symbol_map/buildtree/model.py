@@ -29,6 +29,7 @@ from .ninjadeps import NinjaDeps, stale
 # The toolkit's version first: with clang as the CUDA compiler, the compiler's own version is clang's.
 _CUDA_VERSIONS = (regex.compile(r'set\(CMAKE_CUDA_COMPILER_TOOLKIT_VERSION "([^"]+)"\)'),
                   regex.compile(r'set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)'))
+_COMPILER_FIELDS = regex.compile(r'set\(CMAKE_(C|CXX|CUDA|HIP)_COMPILER_(ID|VERSION) "([^"]*)"\)')
 _LANGUAGE_BY_SUFFIX = {".cu": "CUDA", ".hip": "HIP", ".c": "C"}
 NOT_BUILT = "not built: the object file does not exist"
 PCH_SUFFIXES = (".gch", ".pch")
@@ -77,6 +78,7 @@ class BuildTree:
     third_party: dict[str, Path] = field(default_factory=dict)  # FetchContent name -> its sources' folder
     unmapped: tuple[thirdparty.CustomCompile, ...] = ()  # custom commands that compile outside the model
     rule_outputs: frozenset[str] = frozenset()  # every file a build rule makes (absolute, normalised)
+    toolchain: dict[str, str] = field(default_factory=dict)  # language -> "<compiler id> <version>"
 
 
 @dataclass
@@ -203,7 +205,24 @@ def load(
         third_party=thirdparty.fetched(build_dir, cache, source_root),
         unmapped=tuple(thirdparty.custom_compiles(build_dir, generator, manifest, statements)),
         config=config,
+        toolchain=_toolchain(build_dir, cache),
     )
+
+
+def _toolchain(build_dir: Path, cache: dict[str, str]) -> dict[str, str]:
+    """Each compiled language's compiler and version, as the configure found them (CMake<LANG>Compiler.cmake):
+    a build by another compiler gives other device code for the same sources."""
+    found: dict[str, dict[str, str]] = {}
+    folder = build_dir / "CMakeFiles" / _cmake_version_from_cache(cache)
+    for language in ("C", "CXX", "CUDA", "HIP"):
+        try:
+            text = (folder / f"CMake{language}Compiler.cmake").read_text(errors="replace")
+        except OSError:
+            continue
+        for lang, key, value in _COMPILER_FIELDS.findall(text):
+            if lang == language:
+                found.setdefault(language, {})[key] = value
+    return {lang: f"{f.get('ID', '')} {f.get('VERSION', '')}".strip() for lang, f in sorted(found.items())}
 
 
 def _clang_languages(cache: dict[str, str]) -> set[str]:

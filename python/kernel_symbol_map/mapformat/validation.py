@@ -184,12 +184,14 @@ BYTES = Rule(lambda values: all(map(_is_bytes, values)),
 # One device image's bytes per architecture (issue 21), kernels' in the order of "symbols" (mapformat.sizes).
 SIZES = _mapping_of(_record({"image": BYTES, "stored": BYTES},
                             {"ptx": BOOLEAN, "code": _list_of(BYTES), "owned": _list_of(BYTES)}))
+# Device and host code digests (issue 27), kernels' in the order of "symbols" (mapformat.digests).
+DIGESTS = _record({}, {"host": STRING, "code": _mapping_of(_list_of(STRING)), "whole": STRINGS})
 OBJECT = _record(
     {"source": STRING, "target": STRING, "object": STRING, "device": BOOLEAN, "symbols": NAMES,
      "deps": STRINGS},
     {"error": TEXT, "archs": STRINGS, "device_link": BOOLEAN, "unity_sources": STRINGS,
      "compiled_from": STRING, "deps_from": _one_of("cmake-scan", "device-preprocessor"), "sizes": SIZES,
-     "rule_inputs": STRINGS, "configure_generated": BOOLEAN},
+     "rule_inputs": STRINGS, "configure_generated": BOOLEAN, "digests": DIGESTS},
 )
 UNMAPPED = _record({"target": STRING, "outputs": STRINGS, "sources": STRINGS, "reason": TEXT})
 MAP = _record(
@@ -201,7 +203,7 @@ MAP = _record(
      "notes": _list_of(TEXT), "config": STRING, "only_targets": STRINGS, "all_targets": STRINGS,
      "excluded_targets": STRINGS, "configure_inputs": STRINGS, "third_party": STRINGS,
      "target_links": _mapping_of(STRINGS), "unmapped_targets": _list_of(UNMAPPED),
-     "tracked_files_unknown": BOOLEAN},
+     "tracked_files_unknown": BOOLEAN, "digests": _one_of(1), "toolchain": _mapping_of(STRING)},
 )
 
 

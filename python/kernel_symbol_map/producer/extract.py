@@ -13,14 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from .. import mapformat
+from ..mapformat import digests as map_digests
 from ..mapformat import sizes as map_sizes
 from .._statefile import stat_key
 from .._version import __version__
 from ..buildtree.model import NOT_BUILT, BuildTree, TreeObject
 from ..buildtree.model import load as load_tree
 from ..errors import BuildTreeError, FormatError
-from ..readers.devicecode import Result, read_kernels
-from ..readers.sizes import measure, merged
+from ..readers._blob import OpenFile
+from ..readers.devicecode import CUDA_SECTIONS, HIP_BUNDLE_SECTION_PREFIX, HIP_SECTION, OFFLOADING_SECTION, Result, read_kernels
+from ..readers.elf import EM_AMDGPU, EM_CUDA, ElfFile, is_elf
+from ..readers.hostdigest import host_digest
+from ..readers.sizes import BITCODE, measure, merged
 from .cache import ObjectCache
 from .generated import Known, tracked_files
 from .mirrors import Mirror, Mirrors
@@ -54,19 +58,22 @@ class Extraction:
 
 
 Sizes = dict[str, dict[str, Any]]  # arch -> readers.sizes.Image.record(): an object's "sizes"
+Digests = dict[str, Any]  # an object's "digests", in the map's form (mapformat.digests)
+Read = tuple[Result, Sizes, Digests | None]
+_DEVICE_SECTIONS = frozenset(n.encode() for n in (*CUDA_SECTIONS, HIP_SECTION, OFFLOADING_SECTION))
 
 
-def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options) -> dict[Path, tuple[Result, Sizes]]:
-    """Each object's Result and sizes: from its tree's cache when its stat key holds, else read (and
-    remembered)."""
-    found: dict[Path, tuple[Result, Sizes]] = {}
+def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options) -> dict[Path, Read]:
+    """Each object's Result, sizes and digests: from its tree's cache when its stat key holds, else read
+    (and remembered)."""
+    found: dict[Path, Read] = {}
     todo: list[tuple[Path, list[int] | None, ObjectCache | None]] = []
     for obj, cache in objects:
         key = stat_key(obj)
         hit = cache.get(str(obj), key) if cache else None
-        if hit is not None and "sizes" in hit:  # a cache from before sizes were kept is a miss
+        if hit is not None and "digests" in hit:  # a cache from before digests were kept is a miss
             kernels = {a: frozenset(s) for a, s in hit["kernels"].items()}
-            found[obj] = Result(str(obj), kernels, device=hit["device"]), hit["sizes"]
+            found[obj] = Result(str(obj), kernels, device=hit["device"]), hit["sizes"], hit["digests"]
         else:
             todo.append((obj, key, cache))
     paths = [t[0] for t in todo]
@@ -76,34 +83,52 @@ def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options) 
             results = list(pool.map(read, paths, chunksize=max(1, len(paths) // (4 * options.jobs))))
     else:
         results = [read(p) for p in paths]
-    for (obj, key, cache), (result, sizes) in zip(todo, results, strict=True):
-        found[obj] = result, sizes
+    for (obj, key, cache), (result, sizes, digests) in zip(todo, results, strict=True):
+        found[obj] = result, sizes, digests
         if cache is not None and result.error is None and not result.members:
             cache.put(str(obj), key, {"kernels": {a: sorted(s) for a, s in result.kernels.items()},
-                                      "device": result.device, "sizes": sizes})
+                                      "device": result.device, "sizes": sizes, "digests": digests})
     return found
 
 
-def _read_and_measure(read: Callable[[Path], Result], path: Path) -> tuple[Result, Sizes]:
-    """The object's kernels (with ``read``: native or cuobjdump), and its images' sizes (always native).
+def _read_and_measure(read: Callable[[Path], Result], path: Path) -> Read:
+    """The object's kernels (with ``read``: native or cuobjdump), and its images' sizes and digests (always
+    native), in one walk of its device code.
 
     Sizes are for people, never evidence: an object whose sizes cannot be
-    measured (bitcode only) keeps its kernels and has no ``sizes``.
+    measured (bitcode only) keeps its kernels and has no ``sizes``. Digests
+    are evidence for ``select --base-map``: an object whose digests cannot be
+    taken has none, and a consumer then cannot compare its code.
     """
     result = read(path)
-    if result.error is not None or not result.device:
-        return result, {}
+    if result.error is not None:
+        return result, {}, None
     try:
-        return result, merged([(i.arch, i.record()) for i in measure(path)])
+        host = _host_digest(path)
+        found = measure(path, digests=True) if result.device else ()
     except FormatError:
-        return result, {}
+        return result, {}, None
+    sizes = merged([(i.arch, i.record()) for i in found if i.kind != BITCODE])
+    images = [map_digests.ImageDigests(i.arch, i.digests, i.per_kernel) for i in found]
+    return result, sizes, map_digests.pack(result.symbols, images, host)
+
+
+def _host_digest(path: Path) -> str | None:
+    """The digest of an object's host code; None for an input with no host ELF (an archive, a cubin)."""
+    with OpenFile(path) as blob:
+        if not is_elf(blob):
+            return None
+        elf = ElfFile(blob)
+        if elf.machine in (EM_CUDA, EM_AMDGPU):
+            return None
+        return host_digest(elf, _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode())
 
 
 def _entry(
-    obj: TreeObject, read: tuple[Result, Sizes] | None, tree: BuildTree, relative: Callable[[str], str], mirrors: Mirrors,
+    obj: TreeObject, read: Read | None, tree: BuildTree, relative: Callable[[str], str], mirrors: Mirrors,
     spellings: Callable[[str], tuple[str, ...]], known: Known,
 ) -> dict[str, Any]:
-    result, sizes = read or (None, {})
+    result, sizes, digests = read or (None, {}, None)
     source, copy = mirrors.resolve(str(obj.source if obj.source is not None else obj.object))
     entry: dict[str, Any] = {
         "source": relative(source),
@@ -128,6 +153,10 @@ def _entry(
     packed = map_sizes.pack(entry["symbols"], sizes) if sizes else None
     if packed:
         entry["sizes"] = packed
+    if obj.precompiled_header:
+        entry["digests"] = {}  # host code that shows in the objects compiled with it, none of its own
+    elif digests is not None:
+        entry["digests"] = digests
     if obj.scanned:  # CMake's own scan: project headers only, no system or toolkit headers
         entry["deps_from"] = "cmake-scan"
     elif obj.device_side:  # clang: the depfile's host job, and the preprocessor re-run per architecture
@@ -210,7 +239,11 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         "reader": options.backend,
         "pairing": ", ".join(sorted({t.pairing for t in trees})),
         "deps_from": ", ".join(sorted({t.deps_from for t in trees})),
+        "digests": map_digests.SCHEME,  # objects' device and host code digests (select --base-map)
     }
+    toolchain = _toolchain(trees)
+    if toolchain:
+        document["toolchain"] = toolchain
     configs = sorted({t.config for t in trees if t.config})
     if configs:
         document["config"] = ", ".join(configs)
@@ -275,6 +308,15 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     inputs = [p for t in trees for p in t.inputs]
     deps = sorted({d for t in trees for o in t.objects for d in o.deps})
     return Extraction(document, inputs, deps)
+
+
+def _toolchain(trees: list[BuildTree]) -> dict[str, str]:
+    """Language -> its compiler and version; several trees' different ones joined (a map of both)."""
+    found: dict[str, set[str]] = {}
+    for tree in trees:
+        for language, compiler in tree.toolchain.items():
+            found.setdefault(language, set()).add(compiler)
+    return {language: ", ".join(sorted(c)) for language, c in sorted(found.items())}
 
 
 def _compiled_from(obj: TreeObject) -> list[str]:

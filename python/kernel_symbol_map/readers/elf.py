@@ -24,13 +24,20 @@ EM_CUDA = 190
 EM_AMDGPU = 224
 
 SHT_SYMTAB = 2
+SHT_RELA = 4
 SHT_NOBITS = 8
+SHT_REL = 9
 SHT_DYNSYM = 11
 SHN_UNDEF = 0
+SHN_LORESERVE = 0xFF00  # SHN_ABS, SHN_COMMON...: reserved indices, no section
 SHN_XINDEX = 0xFFFF
 
 STT_OBJECT = 1
 STT_FUNC = 2
+STT_SECTION = 3
+STT_FILE = 4
+
+SHF_EXECINSTR = 0x4
 
 # e_ident[16], e_type, e_machine, e_version, e_entry, e_phoff, e_shoff,
 # e_flags, e_ehsize, e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx
@@ -40,6 +47,9 @@ Elf64_Ehdr = struct.Struct("<16sHHIQQQIHHHHHH")
 Elf64_Shdr = struct.Struct("<IIQQQQIIQQ")
 # st_name, st_info, st_other, st_shndx, st_value, st_size
 Elf64_Sym = struct.Struct("<IBBHQQ")
+# r_offset, r_info (symbol << 32 | type); RELA adds r_addend
+Elf64_Rel = struct.Struct("<QQ")
+Elf64_Rela = struct.Struct("<QQq")
 
 
 class Section(NamedTuple):
@@ -49,6 +59,29 @@ class Section(NamedTuple):
     offset: int
     size: int
     link: int
+    info: int = 0
+    flags: int = 0
+
+
+class Header(NamedTuple):
+    """Every field of a section header, the name undecoded (:meth:`ElfFile.all_headers`)."""
+
+    name: bytes
+    type: int
+    flags: int
+    offset: int
+    size: int
+    link: int
+    info: int
+    addralign: int
+    entsize: int
+
+
+class Relocation(NamedTuple):
+    offset: int
+    type: int
+    symbol: int  # an index into the section's symbol table
+    addend: int  # 0 for SHT_REL
 
 
 class Symbol(NamedTuple):
@@ -57,6 +90,7 @@ class Symbol(NamedTuple):
     other: int
     shndx: int
     size: int = 0  # st_size: a function's code bytes, an object's data bytes
+    value: int = 0  # st_value: an offset in its section (relocatable files), or an address
 
     @property
     def type(self) -> int:
@@ -74,6 +108,7 @@ class ElfFile:
         self.blob = blob
         header = blob.unpack(Elf64_Ehdr, 0, "ELF header")
         ident, self.machine = header[0], header[2]
+        self.ident, self.type, self.flags = ident, header[1], header[7]  # e_ident, e_type, e_flags
         shoff, shentsize, shnum, shstrndx = header[6], header[11], header[12], header[13]
         if ident[:4] != ELF_MAGIC:
             raise blob.error("not an ELF file")
@@ -114,7 +149,17 @@ class ElfFile:
         h = raw[index]
         if name is None:
             name = _cstring(self.blob, names, h[0], "section name")
-        return Section(index, name, h[1], h[4], h[5], h[6])
+        return Section(index, name, h[1], h[4], h[5], h[6], h[7], h[2])
+
+    def section_at(self, index: int) -> Section:
+        """The section with header ``index``; a :class:`FormatError` when there is none."""
+        return self._section(index)
+
+    @property
+    def names_index(self) -> int:
+        """``e_shstrndx``, resolved: the index of the section name table."""
+        raw = self._table[0]
+        return self._shstrndx if self._shstrndx != SHN_XINDEX or not raw else raw[0][6]
 
     @cached_property
     def sections(self) -> tuple[Section, ...]:
@@ -128,6 +173,12 @@ class ElfFile:
             raise self.blob.error("a section name runs outside the section name table")
         find = names.find
         return [(names[h[0]:find(b"\0", h[0])], h[1], h[4], h[5]) for h in raw]
+
+    def all_headers(self) -> list[Header]:
+        """Every section header with all its fields, by index; names checked as :meth:`headers` does."""
+        raw, names = self._table
+        return [Header(name, h[1], h[2], h[4], h[5], h[6], h[7], h[8], h[9])
+                for name, h in zip((n for n, *_ in self.headers()), raw)]
 
     def section(self, name: str) -> Section | None:
         """The first section called ``name``, found without decoding the other names."""
@@ -174,8 +225,17 @@ class ElfFile:
         else:
             indices = range(len(data) // Elf64_Sym.size)
         for i in indices:
-            name, info, other, shndx, _value, size = Elf64_Sym.unpack_from(data, i * Elf64_Sym.size)
-            yield Symbol(_cstring(self.blob, strings, name, "symbol name"), info, other, shndx, size)
+            name, info, other, shndx, value, size = Elf64_Sym.unpack_from(data, i * Elf64_Sym.size)
+            yield Symbol(_cstring(self.blob, strings, name, "symbol name"), info, other, shndx, size, value)
+
+    def relocations(self, section: Section) -> list[Relocation]:
+        """The entries of an SHT_REL or SHT_RELA section."""
+        layout = Elf64_Rela if section.type == SHT_RELA else Elf64_Rel
+        if section.type not in (SHT_REL, SHT_RELA) or section.size % layout.size:
+            raise self.blob.error(f"{section.name} is not a relocation section of {layout.size}-byte entries")
+        if layout is Elf64_Rela:
+            return [Relocation(o, i & 0xFFFFFFFF, i >> 32, a) for o, i, a in layout.iter_unpack(self.read(section))]
+        return [Relocation(o, i & 0xFFFFFFFF, i >> 32, 0) for o, i in layout.iter_unpack(self.read(section))]
 
 
 _ST_OTHER = 5  # offset of st_other in Elf64_Sym

@@ -18,6 +18,11 @@ archive's members, a fatbin, a cubin, an offload bundle or a code object):
 - **PTX**: the uncompressed and stored bytes of each PTX entry, per
   ``compute_XX`` architecture; PTX names no kernel sizes.
 
+With ``digests``, the same walk also gives each image's per-kernel digests
+(issue 27): :mod:`.cubindigest` for cubins, :mod:`.ptxdigest` for PTX (which is
+then decompressed), and one digest of the whole image for AMDGPU code objects
+and bitcode (``per_kernel`` False), whose kernels' code is not told apart yet.
+
 :func:`measure` gives every image; :meth:`Image.record` is the form the map
 stores per object and architecture (``sizes``, format v1, added). Bitcode
 (``-fgpu-rdc``, LTO-IR) is not final code and has no sizes here.
@@ -31,18 +36,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import FormatError
-from . import _decompress, archive, fatbin, hip, offloading
+from . import _decompress, archive, bitcode, cuda, fatbin, hip, offloading
 from ._blob import Blob, OpenFile
+from ._digest import new as new_digest
+from .cubindigest import kernel_digests
 from .cuda import STO_CUDA_ENTRY
-from .devicecode import CUDA_SECTIONS, HIP_SECTION, OFFLOADING_SECTION, cubin_arch
+from .devicecode import CUDA_SECTIONS, HIP_BUNDLE_SECTION_PREFIX, HIP_SECTION, OFFLOADING_SECTION, cubin_arch
+from .ptxdigest import entry_digests
+from .cubinsections import TEXT, Namer
 from .elf import EM_AMDGPU, EM_CUDA, SHN_UNDEF, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, STT_FUNC, ElfFile, is_elf
 
-TEXT = b".text"  # a kernel's machine code: .text.<kernel>
-# What comes before ".<name>" in a section of the whole module (.nv.info, .nv.global.init, .nv.uft.entry,
-# .nv.merc.symtab, .note.nv.cuinfo): never a kernel's, even of an extern "C" kernel called info or init.
-MODULE_PREFIXES = frozenset({b"", b".nv", b".note", b".note.nv", b".nv.global", b".nv.uft", b".nv.merc",
-                             b".nv.callgraph", b".nv.prototype", b".nv.rel", b".nv.resolvedrela"})
-CUBIN, CODE_OBJECT, PTX = "cubin", "code object", "ptx"
+CUBIN, CODE_OBJECT, PTX, BITCODE = "cubin", "code object", "ptx", "bitcode"  # bitcode: with digests only
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class Image:
     stored: int  # bytes in the file
     code: dict[str, int] = field(default_factory=dict)  # kernel -> its machine code's bytes
     owned: dict[str, int] = field(default_factory=dict)  # kernel -> its other sections' bytes
+    digests: dict[str, str] = field(default_factory=dict)  # kernel -> its device code's digest (digests=True)
+    per_kernel: bool = True  # False: every kernel has the whole image's digest
 
     @property
     def overhead(self) -> int:
@@ -89,64 +95,89 @@ def merged(records: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any
     return dict(sorted(out.items()))
 
 
-def measure(path: str | os.PathLike[str]) -> tuple[Image, ...]:
+def measure(path: str | os.PathLike[str], digests: bool = False) -> tuple[Image, ...]:
     """Every device image of the file at ``path``; a :class:`FormatError` if it cannot be read."""
     with OpenFile(path) as blob:
-        return tuple(images(blob))
+        return tuple(images(blob, digests))
 
 
-def images(blob: Blob) -> Iterator[Image]:
+def images(blob: Blob, digests: bool = False) -> Iterator[Image]:
     """Every device image in ``blob``: an archive's members, a host ELF's device sections, a fatbin, a
-    cubin, a bundle, a code object."""
+    cubin, a bundle, a code object; with ``digests``, bitcode too, and each image's digests."""
     if archive.is_archive(blob):
         for _, member in archive.iter_members(blob):
-            yield from images(member)
+            yield from images(member, digests)
     elif fatbin.is_fatbin(blob):
-        yield from _from_fatbin(blob)
+        yield from _from_fatbin(blob, digests)
     elif hip.is_bundle(blob):
-        yield from _from_bundles(blob)
+        yield from _from_bundles(blob, digests)
     elif is_elf(blob):
-        yield from _from_elf(blob)
+        yield from _from_elf(blob, digests)
     else:
         raise blob.error("not an ELF file, ar archive, fatbin, offload bundle or cubin")
 
 
-def _from_elf(blob: Blob) -> Iterator[Image]:
+def _from_elf(blob: Blob, digests: bool) -> Iterator[Image]:
     elf = ElfFile(blob)
     if elf.machine == EM_CUDA:
-        yield cubin(elf, blob.size)
+        yield cubin(elf, blob.size, digests=digests)
         return
     if elf.machine == EM_AMDGPU:
-        yield code_object(elf, "", blob.size)
+        yield code_object(elf, "", blob.size, digests)
         return
     for name in CUDA_SECTIONS:  # cuobjdump's choice: .nv_fatbin, else __nv_relfatbin
         section = elf.section(name)
         if section is not None:
-            yield from _from_fatbin(elf.window(section))
+            yield from _from_fatbin(elf.window(section), digests)
             break
     hip_section = elf.section(HIP_SECTION)
     if hip_section is not None:
-        yield from _from_bundles(elf.window(hip_section))
+        yield from _from_bundles(elf.window(hip_section), digests)
+    if digests and elf.has_section_name_containing(HIP_BUNDLE_SECTION_PREFIX.encode()):  # -fgpu-rdc: bitcode
+        for section in elf.sections:
+            if section.name.startswith(HIP_BUNDLE_SECTION_PREFIX) and "host-" not in section.name:
+                arch = hip.target_id(section.name[len(HIP_BUNDLE_SECTION_PREFIX) :])
+                yield _bitcode(elf.window(section), arch)
     offload = elf.section(OFFLOADING_SECTION)
     if offload is not None:
         for image in offloading.iter_images(elf.window(offload)):
             if image.kind in (offloading.ImageKind.OBJECT, offloading.ImageKind.CUBIN):
                 inner = ElfFile(image.blob)
                 if inner.machine == EM_CUDA:
-                    yield cubin(inner, image.blob.size)
+                    yield cubin(inner, image.blob.size, digests=digests)
                 elif inner.machine == EM_AMDGPU:
-                    yield code_object(inner, image.arch, image.blob.size)
+                    yield code_object(inner, image.arch, image.blob.size, digests)
             elif image.kind is offloading.ImageKind.FATBINARY:
-                yield from images(image.blob)
+                yield from images(image.blob, digests)
+            elif digests and image.kind is offloading.ImageKind.PTX:
+                text = image.blob.read(0, image.blob.size, "PTX image")
+                yield _ptx(image.blob, image.arch, text, len(text), len(text))
+            elif digests and image.kind is offloading.ImageKind.BITCODE and image.strings.get("triple", "").startswith("amdgcn"):
+                yield _bitcode(image.blob, image.arch)
 
 
-def _from_fatbin(blob: Blob) -> Iterator[Image]:
+def _from_fatbin(blob: Blob, digests: bool) -> Iterator[Image]:
     for entry in fatbin.iter_entries(blob):
         if entry.kind is fatbin.EntryKind.CUBIN:
             payload = Blob.from_bytes(f"{blob.name} [{entry.arch} cubin]", entry.payload(blob))
-            yield cubin(ElfFile(payload), entry.compressed_size, entry.arch)  # sm_90a: the entry says "a"
+            yield cubin(ElfFile(payload), entry.compressed_size, entry.arch, digests)  # sm_90a: the entry says "a"
+        elif entry.kind is fatbin.EntryKind.PTX and digests:
+            yield _ptx(blob, entry.arch, entry.payload(blob), _ptx_size(blob, entry), entry.compressed_size)
         elif entry.kind is fatbin.EntryKind.PTX:
             yield Image(entry.arch, PTX, _ptx_size(blob, entry), entry.compressed_size)
+
+
+def _ptx(blob: Blob, arch: str, text: bytes, size: int, stored: int) -> Image:
+    """A PTX image, decompressed for its entries' digests."""
+    found, per_entry = entry_digests(text, cuda.ptx_entries(blob, text))
+    return Image(arch, PTX, size, stored, digests=found, per_kernel=per_entry)
+
+
+def _bitcode(blob: Blob, arch: str) -> Image:
+    """Bitcode (``-fgpu-rdc``): no final code, so no sizes; one digest of the module for its kernels."""
+    whole = new_digest(blob.read(0, blob.size, "bitcode")).hexdigest()
+    kernels = bitcode.amdgpu_kernels(blob) if blob.startswith(bitcode.MAGIC) else frozenset()
+    return Image(arch, BITCODE, blob.size, blob.size, digests=dict.fromkeys(sorted(kernels), whole), per_kernel=False)
 
 
 def _ptx_size(blob: Blob, entry: fatbin.FatbinEntry) -> int:
@@ -160,7 +191,7 @@ def _ptx_size(blob: Blob, entry: fatbin.FatbinEntry) -> int:
     return entry.uncompressed_size
 
 
-def _from_bundles(blob: Blob) -> Iterator[Image]:
+def _from_bundles(blob: Blob, digests: bool) -> Iterator[Image]:
     """Code objects of each bundle; a compressed bundle's bytes are shared out by the entries' sizes."""
     for bundle, stored, compressed in hip.iter_stored_bundles(blob):
         entries = [e for e in hip.iter_entries(bundle) if e.kind != "host" and e.size]
@@ -170,47 +201,44 @@ def _from_bundles(blob: Blob) -> Iterator[Image]:
             shares[0] += stored - sum(shares)
         for entry, share in zip(entries, shares):
             if is_elf(entry.blob):  # bitcode is not final code
-                yield code_object(ElfFile(entry.blob), entry.arch, share)
+                yield code_object(ElfFile(entry.blob), entry.arch, share, digests)
+            elif digests:
+                yield _bitcode(entry.blob, entry.arch)
 
 
-def cubin(elf: ElfFile, stored: int, arch: str = "") -> Image:
+def cubin(elf: ElfFile, stored: int, arch: str = "", digests: bool = False) -> Image:
     """A cubin's kernels (STO_CUDA_ENTRY functions) and what each owns, from its section headers."""
     if elf.machine != EM_CUDA:
         raise elf.blob.error(f"cubin has e_machine {elf.machine}, expected {EM_CUDA} (CUDA)")
     table = elf.symbol_table(SHT_SYMTAB)
     kernels = {s.name for s in (elf.iter_symbols(table, other_mask=STO_CUDA_ENTRY) if table else ())
                if s.type == STT_FUNC and s.shndx != SHN_UNDEF}
-    by_name = {k.encode(): k for k in kernels}  # section names are compared undecoded
-    dotted = any(b"." in k for k in by_name)  # else only the tail after a name's last dot can be a kernel
+    namer = Namer({k.encode(): k for k in kernels})  # section names are compared undecoded
     code: dict[str, int] = {}
     owned: dict[str, int] = dict.fromkeys(kernels, 0)
     end = elf.blob.size
-    get = by_name.get
     for name, kind, offset, size in elf.headers():
         if kind == SHT_NOBITS:
             continue
         if offset + size > end:  # a size is a claim: check it
             elf.blob.check(offset, size, f"section {name.decode(errors='replace')}")
-        if dotted:
-            at, kernel = _longest_tail(name, by_name)
-        else:
-            at = name.rfind(b".")
-            kernel = get(name[at + 1 :]) if at >= 1 else None
+        at, kernel = namer.owner(name)
         if kernel is None:
             continue
         prefix = name[:at]  # what the section is, for this kernel: .text, .nv.info, .nv.constant0...
         if prefix == TEXT:
             code[kernel] = size
-        elif prefix not in MODULE_PREFIXES:
+        else:
             owned[kernel] += size
     missing = kernels - code.keys()
     if missing:
         raise FormatError(elf.blob.name, f"kernel {min(missing)} has no .text.<kernel> section")
-    return _checked(Image(arch or cubin_arch(elf), CUBIN, elf.blob.size, stored, code, {k: v for k, v in owned.items() if v}),
-                    elf.blob)
+    found = kernel_digests(elf) if digests else {}
+    return _checked(Image(arch or cubin_arch(elf), CUBIN, elf.blob.size, stored, code,
+                          {k: v for k, v in owned.items() if v}, found), elf.blob)
 
 
-def code_object(elf: ElfFile, arch: str, stored: int) -> Image:
+def code_object(elf: ElfFile, arch: str, stored: int, digests: bool = False) -> Image:
     """An AMDGPU code object: each kernel ``K`` has a defined ``K.kd`` descriptor; its code is ``K``'s
     function symbol's size, its descriptor's size is what it owns."""
     if elf.machine != EM_AMDGPU:
@@ -224,8 +252,10 @@ def code_object(elf: ElfFile, arch: str, stored: int) -> Image:
     if missing:
         raise FormatError(elf.blob.name, f"kernel {min(missing)} has a descriptor but no function symbol")
     owned = {k: defined[k + hip.KERNEL_DESCRIPTOR_SUFFIX].size for k in kernels}
+    whole = new_digest(elf.blob.read(0, elf.blob.size, "code object")).hexdigest() if digests else ""
     return _checked(Image(arch or "amdgcn", CODE_OBJECT, elf.blob.size, stored, code,
-                          {k: v for k, v in owned.items() if v}), elf.blob)
+                          {k: v for k, v in owned.items() if v}, dict.fromkeys(sorted(code), whole) if digests else {},
+                          per_kernel=False), elf.blob)
 
 
 def _checked(image: Image, blob: Blob) -> Image:
@@ -234,16 +264,3 @@ def _checked(image: Image, blob: Blob) -> Image:
         raise blob.error(f"its kernels' sizes add up to {image.size - image.overhead} bytes, more than the "
                          f"{image.size} of the image")
     return image
-
-
-def _longest_tail(name: bytes, kernels: dict[bytes, str]) -> tuple[int, str | None]:
-    """Where the kernel's name starts (its dot), and the kernel a section is named for, when kernel names
-    hold dots: each tail after a dot, longest first (``.nv.info.a.b``: ``nv.info.a.b``, ``info.a.b``,
-    ``a.b``), never after a module's prefix."""
-    at = name.find(b".", 1)
-    while at >= 0:
-        kernel = kernels.get(name[at + 1 :])
-        if kernel is not None and name[:at] not in MODULE_PREFIXES:
-            return at, kernel
-        at = name.find(b".", at + 1)
-    return -1, None

@@ -1,0 +1,42 @@
+"""Which function a cubin section is named for: ``.text.<f>``, ``.nv.info.<f>``, ``.rel.text.<f>``...
+
+nvcc names a function's own sections ``<prefix>.<function>``; function names
+may hold dots themselves (``extern "C"`` kernels, clang's ``.omp`` suffixes),
+so the function is the longest tail after a dot that names one, and never the
+tail of a module section's prefix (``.nv.info`` itself, ``.nv.global.init``,
+``.note.nv.cuinfo``). :mod:`.sizes` and :mod:`.cubindigest` share this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+TEXT = b".text"  # a function's machine code: .text.<function>
+# What comes before ".<name>" in a section of the whole module (.nv.info, .nv.global.init, .nv.uft.entry,
+# .nv.merc.symtab, .note.nv.cuinfo): never a kernel's, even of an extern "C" kernel called info or init.
+MODULE_PREFIXES = frozenset({b"", b".nv", b".note", b".note.nv", b".nv.global", b".nv.uft", b".nv.merc",
+                             b".nv.callgraph", b".nv.prototype", b".nv.rel", b".nv.resolvedrela"})
+
+
+class Namer:
+    """Section names -> the function (of ``functions``, by undecoded name) each is named for."""
+
+    def __init__(self, functions: Mapping[bytes, str]) -> None:
+        self.functions = functions
+        self.dotted = any(b"." in f for f in functions)  # else only the tail after a name's last dot can be one
+
+    def owner(self, name: bytes) -> tuple[int, str | None]:
+        """Where the function's name starts in ``name`` (its dot), and the function; (-1, None) if none."""
+        if self.dotted:
+            at = name.find(b".", 1)
+            while at >= 0:
+                function = self.functions.get(name[at + 1 :])
+                if function is not None and name[:at] not in MODULE_PREFIXES:
+                    return at, function
+                at = name.find(b".", at + 1)
+            return -1, None
+        at = name.rfind(b".")
+        function = self.functions.get(name[at + 1 :]) if at >= 1 else None
+        if function is None or name[:at] in MODULE_PREFIXES:
+            return -1, None
+        return at, function

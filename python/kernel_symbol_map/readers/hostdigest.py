@@ -1,0 +1,49 @@
+"""An object's host-code digest: every section but the device-code containers (issue 27).
+
+What ``tests/oracle.py`` compares as host code, the same noise normalised and
+nothing more: nvcc names its temporary files ``tmpxft_<pid>_<n>-...``, and that
+name lands in a host ``STT_FILE`` symbol; and the device containers' place and
+size show in their symbols' values and sizes, which are device code's.
+Symbols are digested in table order, so relocation entries (which name symbols
+by index) are digested as they are: the same table gives them the same meaning.
+Section offsets are layout, never compared.
+"""
+
+from __future__ import annotations
+
+import regex
+
+from ._digest import feed, new
+from .elf import SHN_LORESERVE, SHT_DYNSYM, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB, ElfFile
+
+TMPXFT = regex.compile(r"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")
+DEVICE_SEGMENTS = frozenset({b".nvFatBinSegment", b".hipFatBinSegment"})  # each points at its container
+
+
+def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: bytes) -> str:
+    """The digest (hex) of ``elf``'s host code: sections named in ``device_sections``, starting with
+    ``device_prefix``, or in :data:`DEVICE_SEGMENTS`, and relocations of those, are left out."""
+    headers = elf.all_headers()
+
+    def device(index: int) -> bool:
+        if not 0 <= index < len(headers):
+            return False
+        name = headers[index].name
+        return name in device_sections or name in DEVICE_SEGMENTS or name.startswith(device_prefix)
+
+    h = new(elf.ident, elf.type, elf.machine, elf.flags)
+    tables = [i for i, x in enumerate(headers) if x.type in (SHT_SYMTAB, SHT_DYNSYM)]
+    skip = {0, elf.names_index, *tables, *(headers[i].link for i in tables)}
+    for i in tables:
+        for s in elf.iter_symbols(elf.section_at(i)):
+            section = s.shndx if s.shndx < SHN_LORESERVE else -1
+            where = headers[section].name if 0 <= section < len(headers) else str(s.shndx).encode()
+            hidden = device(section)  # where a container starts and how long it is: device code
+            feed(h, TMPXFT.sub("tmpxft", s.name), s.info, s.other, where, 0 if hidden else s.value,
+                    0 if hidden else s.size)
+    for i, x in enumerate(headers):
+        if i in skip or device(i) or (x.type in (SHT_REL, SHT_RELA) and device(x.info)):
+            continue
+        contents = b"" if x.type == SHT_NOBITS else elf.blob.read(x.offset, x.size, f"section {x.name!r}")
+        feed(h, x.name, x.type, x.flags, x.entsize, x.size, contents)
+    return h.hexdigest()

@@ -36,6 +36,10 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--map", action="append", default=[], metavar="MAP",
                    help=f"{MAP_HELP}; repeat for wheel variants or shards "
                    "(evidence is their union; none given or missing: fall back, no-map)")
+    p.add_argument("--base-map", action="append", default=[], metavar="MAP",
+                   help=f"output mode: {MAP_HELP}, of the commit the recordings were made at, while --map is the "
+                   "change's own build; a kernel whose device code differs between the two reaches the tests that "
+                   "launched it (repeat for shards; a base map without digests: source mode, with a note)")
     p.add_argument("--recordings", nargs="+", type=Path, required=True, metavar="FILE|DIR",
                    help="recorder text files, JSON Lines, or Nsight Systems SQLite exports; a folder means "
                    "every recording in it")
@@ -95,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
         warning(f"{u.why}; {'its tests run' if u.tests else 'every test runs'} (recording-unreadable)")
     source_root = args.source_root or default_source_root(args.diff is not None)
     kmaps, bad_map = _load_maps(args.map)
+    base_maps, bad_base = _load_maps(args.base_map, "--base-map") if args.base_map else (None, None)
+    bad_map = bad_map or bad_base
     canonical = Canonical(source_root, args.build_dir)
     options = Options(rules, args.allow_empty, args.whole_target, canonical, tuple(args.external_kernels))
     tests = all_tests(recordings, unreadable, rules)
@@ -102,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     changed: list[str] = list(args.changed or [])
     commit_missing = ""
     if args.diff is not None:  # diffed whatever the evidence: the static rules need the change set too
-        commit = kmaps[0].commit if kmaps else ""
+        commit = (base_maps or kmaps)[0].commit if (base_maps or kmaps) else ""
         if commit and not changes.has_commit(source_root, commit):
             commit_missing = f"the map's commit {commit} is not in this repository (fetch it, or deepen the clone)"
             commit = ""
@@ -112,19 +118,19 @@ def run(args: argparse.Namespace) -> int:
     elif commit_missing:
         selection = everything(tests, changed, MAP_COMMIT_MISSING, commit_missing, rules, canonical=canonical)
     else:
-        selection = select(kmaps, recordings, changed, options=options, unreadable=unreadable)
+        selection = select(kmaps, recordings, changed, options=options, unreadable=unreadable, base=base_maps)
     _print(selection, args.json)
     evidence_failed = selection.fallback in EVIDENCE_FALLBACKS or bool(unreadable)
     return EXIT_INPUT if args.strict and evidence_failed else EXIT_OK
 
 
-def _load_maps(sources: list[str]) -> tuple[list[KernelMap], tuple[str, str] | None]:
+def _load_maps(sources: list[str], flag: str = "--map") -> tuple[list[KernelMap], tuple[str, str] | None]:
     """The maps that load, or (the fallback code, why) for the first one that would not."""
     from ..consumer.kernelmap import load
     from ..consumer.selection import MAP_UNREADABLE, NO_MAP
 
     if not sources:
-        return [], (NO_MAP, "no map was given (--map)")
+        return [], (NO_MAP, f"no map was given ({flag})")
     kmaps = []
     for source in sources:
         try:
@@ -142,6 +148,8 @@ def _print(selection: Selection, as_json: bool) -> None:
     if as_json:
         write_json(JSON_SCHEMA, selection.to_json())
         return
+    if selection.mode_why:
+        print(f"NOTE {selection.mode_why}")
     if selection.fallback:
         print(f"FALLBACK {selection.fallback}: {selection.fallback_why}")
     for d in selection.decisions:

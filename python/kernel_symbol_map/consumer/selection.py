@@ -36,6 +36,7 @@ import regex
 
 from ..errors import KernelSymbolMapError
 from ..mapformat import is_full_sha
+from . import emitted
 from .kernelmap import KernelMap, Link, Reach
 from .recordings import Recording, Unreadable
 
@@ -55,6 +56,8 @@ RECORDING_INCOMPLETE = "recording-incomplete"
 RECORDING_UNREADABLE = "recording-unreadable"
 UNKNOWN_KERNEL = "unknown-kernel"
 TRACKED_UNKNOWN = "tracked-files-unknown"  # git could not say which sources the configure wrote
+TOOLCHAIN_CHANGED = "toolchain-changed"  # output mode: the change was built by other compilers than the base
+HOST_CHANGED = "host-changed"  # output mode: an object with no kernels has other host code
 _FILE_CODES = {"not-in-map": FILE_NOT_IN_MAP, "host": HOST_FILE, "unknown": UNKNOWN_FILE,
                "configure": CONFIGURE_INPUT}
 # Fallbacks because the evidence itself could not be used (missing, unreadable, partial, of another
@@ -80,6 +83,9 @@ class Selection:
     fallback_why: str = ""
     files: list[Reach] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)  # the change set, as select was given it
+    mode: str = "source"  # "output": decided by what two builds emitted (select --base-map)
+    mode_why: str = ""  # why output mode was asked for and not used
+    emitted: emitted.Emitted | None = None
 
     @property
     def to_run(self) -> list[str]:
@@ -89,9 +95,11 @@ class Selection:
         """The last line people read: how many tests run, and of what."""
         known, run = len(self.decisions), len(self.to_run)
         if self.fallback and run == known:
-            return f"every test runs ({self.fallback}); {known} known to the recordings"
+            why = f": {self.fallback_why}" if self.mode == "output" else ""  # output mode says why it was not used
+            return f"every test runs ({self.fallback}{why}); {known} known to the recordings"
         how = f" (static rules, {self.fallback})" if self.fallback else ""
-        return f"{run} of {known} known tests to run{how}; any test no recording knows runs too"
+        found = f"; {self.emitted.summary()}" if self.emitted else ""
+        return f"{run} of {known} known tests to run{how}{found}; any test no recording knows runs too"
 
     def to_json(self) -> dict[str, Any]:
         decisions = []
@@ -108,6 +116,11 @@ class Selection:
             "decisions": decisions,
             "files": [{"path": r.path, "status": r.status, "kernels": len(r.symbols)} for r in self.files],
             "changed": self.changed,
+            "mode": self.mode,
+            "mode_why": self.mode_why,
+            **({"emitted": {"kernels": self.emitted.kernels, "compared": self.emitted.compared,
+                            "hosts": [{"object": h.object, "target": h.target, "source": h.source, "how": h.how}
+                                      for h in self.emitted.hosts]}} if self.emitted else {}),
             "summary": self.summary(),
         }
 
@@ -193,8 +206,16 @@ def select(
     *,
     options: Options | None = None,
     unreadable: Sequence[Unreadable] = (),
+    base: Sequence[KernelMap] | None = None,
 ) -> Selection:
-    """The decision for every test; ``rules`` is shorthand for ``Options(rules=...)``."""
+    """The decision for every test; ``rules`` is shorthand for ``Options(rules=...)``.
+
+    Without ``base`` (source mode), ``maps`` are of the recordings' commit and a
+    changed file reaches the kernels of the objects compiled from it. With
+    ``base`` (output mode, issue 27), ``maps`` are of the change's own build and
+    ``base`` of the recordings' commit: files that objects compile are decided by
+    what the two builds emitted (:mod:`.emitted`), the others as in source mode.
+    """
     if options is None:
         options = Options(rules=rules)
     elif rules is not None:
@@ -209,43 +230,122 @@ def select(
     if any(u.tests is None for u in unreadable):
         u = next(u for u in unreadable if u.tests is None)
         return fallback(RECORDING_UNREADABLE, f"{u.why}; the tests it covered cannot be known")
+    evidence = list(base) if base is not None else kmaps
+    problem = _without_evidence(evidence, recordings, tracked=base is None)
+    if problem is None and base is not None:
+        problem = _without_evidence(kmaps, [], tracked=False, commits=False, side="the change's ")
+    if problem is not None:
+        return fallback(*problem)
+    if not changed and not options.allow_empty:
+        return fallback(NO_CHANGES, "the change set is empty; an empty diff is never evidence (--allow-empty)")
+    if base is None:
+        return _by_sources(kmaps, tests, recordings, changed, options, unreadable, fallback)
+    why = emitted.unusable(evidence, kmaps)
+    if why is not None and why[0] == emitted.TOOLCHAIN:
+        return fallback(TOOLCHAIN_CHANGED, why[1])
+    if why is not None:  # compare sources, with the base's maps
+        found = _by_sources(evidence, tests, recordings, changed, options, unreadable, fallback)
+        return dataclasses.replace(found, mode_why=f"output mode cannot be used: {why[1]}")
+    return _by_output(evidence, kmaps, tests, recordings, changed, options, unreadable, fallback)
+
+
+def _without_evidence(kmaps: Sequence[KernelMap], recordings: Sequence[Recording], *, tracked: bool,
+                      commits: bool = True, side: str = "") -> tuple[str, str] | None:
+    """Why these maps (of the recordings' commit, with ``commits``) clear no test, as (code, why)."""
     if not kmaps:
-        return fallback(NO_MAP, "no map was given")
+        return NO_MAP, f"no {side}map was given"
     for m in kmaps:
         if not m.has_evidence:
-            return fallback(MAP_INCOMPLETE, f"{m.where or 'a map'} holds no evidence: {m.reason}")
-    commits = {m.commit for m in kmaps}
-    if "" in commits or len(commits) > 1:
-        return fallback(COMMIT_MISMATCH, "the maps' commit is unknown" if "" in commits
-                        else f"the maps are of several commits: {', '.join(sorted(commits))}")
-    if not is_full_sha(next(iter(commits))):  # a name that moves (HEAD, a branch) is no commit at all
-        return fallback(COMMIT_MISMATCH, f"the maps' commit {next(iter(commits))!r} is not a full SHA")
-    (commit,) = commits
-    blind = next((m for m in kmaps if m.document.get("tracked_files_unknown")), None)
-    if blind is not None:
-        return fallback(TRACKED_UNKNOWN, f"{blind.where or 'a map'} was built where git could not list the "
-                        "source root's files: the sources the configure wrote, reached by any change, are unknown")
+            return MAP_INCOMPLETE, f"{side}{m.where or 'a map'} holds no evidence: {m.reason}"
     if all(m.only_targets for m in kmaps):
         covered = set().union(*(m.only_targets for m in kmaps))
         needed = set().union(*(m.all_targets for m in kmaps))
         if not needed or not needed <= covered:
             missing = ", ".join(sorted(needed - covered)) or "(unknown: the maps do not list them)"
-            return fallback(MAP_SUBSET, f"the maps cover only targets {', '.join(sorted(covered))}; "
-                            f"not {missing}")
+            return MAP_SUBSET, f"the {side}maps cover only targets {', '.join(sorted(covered))}; not {missing}"
+    if not commits:
+        return None
+    found = {m.commit for m in kmaps}
+    if "" in found or len(found) > 1:
+        return COMMIT_MISMATCH, ("the maps' commit is unknown" if "" in found
+                                 else f"the maps are of several commits: {', '.join(sorted(found))}")
+    (commit,) = found
+    if not is_full_sha(commit):  # a name that moves (HEAD, a branch) is no commit at all
+        return COMMIT_MISMATCH, f"the maps' commit {commit!r} is not a full SHA"
+    blind = next((m for m in kmaps if m.document.get("tracked_files_unknown")), None) if tracked else None
+    if blind is not None:
+        return TRACKED_UNKNOWN, (f"{blind.where or 'a map'} was built where git could not list the source root's "
+                                 "files: the sources the configure wrote, reached by any change, are unknown")
     if recordings and all(r.commit != commit for r in recordings):
         seen = ", ".join(sorted({r.commit or "(unknown)" for r in recordings}))
-        return fallback(COMMIT_MISMATCH, f"the map is of {commit}, every recording of {seen}")
-    if not changed and not options.allow_empty:
-        return fallback(NO_CHANGES, "the change set is empty; an empty diff is never evidence (--allow-empty)")
+        return COMMIT_MISMATCH, f"the map is of {commit}, every recording of {seen}"
+    return None
 
+
+Fallback = Callable[[str, str, "list[Reach] | None"], Selection]
+
+
+def _by_sources(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Recording], changed: Sequence[str],
+                options: Options, unreadable: Sequence[Unreadable], fallback: Fallback) -> Selection:
+    """Source mode: each changed file reaches the kernels of every object compiled from it."""
     files = [_combine(path, _with_generated(kmaps, path, reaches)) for path, *reaches in
              zip(changed, *(m.reach(*changed, canonical=options.canonical) for m in kmaps), strict=True)]
     blocking = [r for r in files if not r.clearable]
     if blocking:
         return fallback(_FILE_CODES[blocking[0].status], "; ".join(r.explain() for r in blocking), files)
+    reached: dict[str, str] = {}
+    for r in files:
+        for k in r.symbols:
+            reached.setdefault(k, f"reached from {r.path}")
+    targets = {lk.target for r in files for lk in r.links}
+    widened = _whole_targets(kmaps, targets) - reached.keys() if options.whole_target else frozenset()
+    decisions = _decisions(kmaps, tests, recordings, unreadable, options, reached, widened)
+    return Selection(decisions, files=files, changed=list(changed))
 
-    reached = frozenset().union(*(r.symbols for r in files))
-    widened = _whole_targets(kmaps, files) - reached if options.whole_target else frozenset()
+
+def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[str], recordings: list[Recording],
+               changed: Sequence[str], options: Options, unreadable: Sequence[Unreadable],
+               fallback: Fallback) -> Selection:
+    """Output mode: a file no object compiles decides as in source mode (a CMakeLists, a Python file or one
+    no map knows runs everything); the rest is what the two builds emitted."""
+    before = [_combine(p, rs) for p, *rs in zip(changed, *(m.reach(*changed, canonical=options.canonical)
+                                                          for m in base), strict=True)]
+    after = [_combine(p, rs) for p, *rs in zip(changed, *(m.reach(*changed, canonical=options.canonical)
+                                                         for m in new), strict=True)]
+    files = [b if b.status != "not-in-map" else a for b, a in zip(before, after, strict=True)]
+    blocking = [r for b, a in zip(before, after, strict=True) for r in (b, a) if r.status == "configure"]
+    blocking += [b for b, a in zip(before, after, strict=True) if b.status == a.status == "not-in-map"]
+    if blocking:
+        return _in_output_mode(fallback(_FILE_CODES[blocking[0].status], "; ".join(r.explain() for r in blocking),
+                                        files), None)
+    found = emitted.compare(base, new)
+    host_only = [h for h in found.hosts if not h.kernels]
+    if host_only:
+        h = host_only[0]
+        return _in_output_mode(fallback(HOST_CHANGED, f"the host code of {len(host_only)} objects with no kernels "
+                                        f"differs, e.g. {h.object} (from {h.source}, {h.how}): any test may call it",
+                                        files), found)
+    reached = {k: f"its device code {how}" for k, how in found.kernels.items()}
+    for h in found.hosts:
+        for k in sorted(h.kernels):
+            reached.setdefault(k, f"the host code of {h.object} (from {h.source}) {h.how}")
+    widened = frozenset()
+    if options.whole_target:
+        widened = _whole_targets([*base, *new], {h.target for h in found.hosts}) - reached.keys()
+    decisions = _decisions(base, tests, recordings, unreadable, options, reached, widened)
+    return _in_output_mode(Selection(decisions, files=files, changed=list(changed)), found)
+
+
+def _in_output_mode(selection: Selection, found: emitted.Emitted | None) -> Selection:
+    return dataclasses.replace(selection, mode="output", emitted=found)
+
+
+def _decisions(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Recording],
+               unreadable: Sequence[Unreadable], options: Options, reached: dict[str, str],
+               widened: frozenset[str]) -> list[Decision]:
+    """Each test's decision: it runs if it launched a reached kernel (``reached``: kernel -> how), or its
+    recording cannot show it did not; else it is skipped."""
+    commit = kmaps[0].commit
     known = frozenset().union(*(m.symbols for m in kmaps))
     external = external_patterns(options.external_kernels)
     unreadable_tests = {t: u for u in unreadable for t in (u.tests or ())}
@@ -257,11 +357,10 @@ def select(
     decisions = []
     for test in tests:
         rec = by_test.get(test)
-        launched = sorted(rec.kernels & reached) if rec else []
+        launched = sorted(k for k in rec.kernels if k in reached) if rec else []
         if launched:
-            origin = next(r for r in files if launched[0] in r.symbols)
             decisions.append(Decision(test, True, "launched", f"launched {len(launched)} reached kernels, "
-                                      f"e.g. {launched[0]} (reached from {origin.path})"))
+                                      f"e.g. {launched[0]} ({reached[launched[0]]})"))
         elif test in unreadable_tests:
             decisions.append(Decision(test, True, RECORDING_UNREADABLE, unreadable_tests[test].why))
         elif rec is None:
@@ -280,7 +379,7 @@ def select(
         else:
             decisions.append(Decision(test, False, "not-reached", f"its complete recording launched none of "
                                       f"the {len(reached)} kernels the change reaches"))
-    return Selection(decisions, files=files, changed=list(changed))
+    return decisions
 
 
 def external_patterns(patterns: Sequence[str]) -> list[regex.Pattern[str]]:
@@ -339,16 +438,15 @@ def _combine(path: str, reaches: Sequence[Reach]) -> Reach:
     return Reach(path, status, frozenset().union(*(r.symbols for r in present)), links)
 
 
-def _whole_targets(kmaps: Sequence[KernelMap], files: Sequence[Reach]) -> frozenset[str]:
-    """Every kernel of every target a changed file is compiled into, and of every target linked to those,
-    either way (host code in .cu files, issue 11's limit).
+def _whole_targets(kmaps: Sequence[KernelMap], targets: set[str]) -> frozenset[str]:
+    """Every kernel of ``targets`` (those a changed file is compiled into, or whose host code changed), and
+    of every target linked to those, either way (host code in .cu files, issue 11's limit).
 
     A launcher in target Y may start a kernel of a library X that Y links, and
     a host function of X may be called from Y: so the widening follows the
     maps' ``target_links`` to what those targets depend on and to what depends
     on them, transitively.
     """
-    targets = {lk.target for r in files for lk in r.links}
     forward: dict[str, set[str]] = {}
     backward: dict[str, set[str]] = {}
     for m in kmaps:

@@ -1,4 +1,10 @@
-"""``diff``: kernels added, removed or moved between two maps, each with its sources."""
+"""``diff``: kernels added, removed, moved or changed between two maps, each with its sources.
+
+"changed" (issue 27) is cccl's SASS-diff question answered from two maps: the
+kernels whose device code differs in some architecture, by the maps' digests.
+Maps without digests (or of two schemes, or by other compilers) say so and list
+no changed kernels.
+"""
 
 from __future__ import annotations
 
@@ -12,14 +18,16 @@ if TYPE_CHECKING:
     from ..consumer.kernelmap import KernelMap
 
 # 2: "added" and "removed" name each kernel's sources ({"symbol", "sources"}), not the bare name.
+# Added since (issue 27): "changed" (device code differs, by digests), "changed_unknown" (why it cannot be told).
 JSON_SCHEMA = "kernel-symbol-map/diff/2"
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "diff", help="kernels added, removed or moved between two maps",
+        "diff", help="kernels added, removed, moved or changed between two maps",
         description="Compare two maps (for example main's and a pull request's): the kernels only NEW has, "
-        "those only OLD has, and those whose sources changed, each with the sources that define it.",
+        "those only OLD has, those whose sources changed, and those whose device code changed (by the maps' "
+        "digests), each with the sources that define it.",
         allow_abbrev=False,
     )
     p.add_argument("old", metavar="OLD", help="map file, wheel, folder holding one, or installed package")
@@ -36,12 +44,19 @@ def _sources(kmap: KernelMap) -> dict[str, set[str]]:
     return found
 
 
-def compare(old: KernelMap, new: KernelMap) -> dict[str, list[dict[str, Any]]]:
+def compare(old: KernelMap, new: KernelMap) -> dict[str, Any]:
+    from ..consumer import emitted
+
     a, b = _sources(old), _sources(new)
+    why = emitted.unusable([old], [new])
+    found = emitted.compare([old], [new]) if why is None else None
     return {
         "added": [{"symbol": s, "sources": sorted(b[s])} for s in sorted(set(b) - set(a))],
         "removed": [{"symbol": s, "sources": sorted(a[s])} for s in sorted(set(a) - set(b))],
         "moved": [{"symbol": s, "from": sorted(a[s]), "to": sorted(b[s])} for s in sorted(set(a) & set(b)) if a[s] != b[s]],
+        "changed": [{"symbol": s, "sources": sorted(b[s]), "how": how} for s, how in (found.kernels.items() if found else ())
+                    if how.startswith("changed")],
+        "changed_unknown": why[1] if why else "",
     }
 
 
@@ -57,6 +72,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"{sign} {k['symbol']} ({', '.join(k['sources'])})")
     for m in result["moved"]:
         print(f"~ {m['symbol']}: {', '.join(m['from'])} -> {', '.join(m['to'])}")
-    print(f"{len(result['added'])} added, {len(result['removed'])} removed, {len(result['moved'])} moved "
-          f"({plural(len(result['added']) + len(result['removed']) + len(result['moved']), 'kernel')})")
+    for c in result["changed"]:
+        print(f"* {c['symbol']} ({', '.join(c['sources'])}): device code {c['how']}")
+    if result["changed_unknown"]:
+        print(f"changed kernels cannot be told: {result['changed_unknown']}")
+    total = sum(len(result[k]) for k in ("added", "removed", "moved", "changed"))
+    print(f"{len(result['added'])} added, {len(result['removed'])} removed, {len(result['moved'])} moved, "
+          f"{len(result['changed'])} changed ({plural(total, 'kernel')})")
     return EXIT_OK

@@ -466,13 +466,19 @@ class KernelDifference:
     kernels_removed: set[str] = field(default_factory=set)
     objects_changed: list[str] = field(default_factory=list)
     why: dict[str, list[str]] = field(default_factory=dict)  # kernel -> "object image: before -> after"
+    new_objects: dict[str, frozenset[str]] = field(default_factory=dict)  # object only after -> its kernels
 
     def must_run(self, tests: dict[str, set[str]], host_reaches: dict[str, set[str]]) -> set[str]:
         """As :meth:`oracle.Difference.must_run`: the tests that launched a changed kernel, and for a host
-        change those ``host_reaches`` names for that object (every test, for a host-only object)."""
+        change those ``host_reaches`` names for that object (every test, for a host-only object; an object
+        the base did not have reaches as its kernels say, or every test if it has none)."""
         found = {t for t, launched in tests.items() if launched & self.kernels_changed}
         for obj in self.host_changed:
-            found |= host_reaches.get(obj, set(tests))
+            if obj in host_reaches:
+                found |= host_reaches[obj]
+            else:
+                kernels = self.new_objects.get(obj, frozenset())
+                found |= {t for t, launched in tests.items() if launched & kernels} if kernels else set(tests)
         return found
 
 
@@ -488,6 +494,8 @@ def compare(before: dict[str, ObjectSnapshot], after: dict[str, ObjectSnapshot])
         if a is None or b is None or a.host != b.host:
             diff.host_changed.append(obj)
             changed = True
+        if a is None and b is not None:
+            diff.new_objects[obj] = b.names
         ka, kb = (a.kernels if a else {}), (b.kernels if b else {})
         for kernel in sorted(set(ka) | set(kb)):
             da, db = ka.get(kernel, {}), kb.get(kernel, {})

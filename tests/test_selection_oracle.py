@@ -3,10 +3,10 @@
 For each project, built once: a git repository at a base commit, its map (the
 CMake package's, and one by hand), and recordings in which each test
 launches one known kernel. For each change of the corpus, a copy of that
-tree at the same absolute path gets the change and is rebuilt from clean (the
-truth cannot trust the build's own dependency records: clang's depfile, and
-ninja with it, misses device-only includes), and every object is compared with
-its base snapshot (:mod:`oracle`, which never reads a map):
+tree at the same absolute path gets the change and is rebuilt (from clean under
+clang, whose depfile, and ninja with it, misses device-only includes; by ninja
+under nvcc, whose depfile is complete: ``Tree.rebuild``), and every object is
+compared with its base snapshot (:mod:`oracle`, which never reads a map):
 
 * an object's host code changed (or it appeared, or went away): if it has no
   kernels, every test must run; if it has kernels, every test that launched
@@ -23,12 +23,24 @@ run set (every test but those skipped) must contain that must-run set. The
 corpus covers issue 18's nine classes, issue 11's nine and issue 26's two generators; ``CORPUS``
 names each change's classes, and the last test checks that every class has
 a change.
+
+Output mode (issue 27, ``select --base-map``) runs on every change too: the
+rebuilt tree is mapped, and select compares that map with the base build's. Its
+must-run set is the same rule kernel by kernel (:mod:`kernel_oracle`, from
+cuobjdump's listings, never a map): a kernel whose SASS, PTX, resources, or the
+functions and module data it reaches changed. On HIP trees it is the image
+oracle's (HIP's digests are per image). The corpus's target ``many`` (22
+kernels in one file) measures output mode's precision too: a one-kernel edit
+runs at most 2 tests, a comment none that launched a kernel.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -37,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import kernel_oracle
 import nsys
 import oracle
 import projects
@@ -71,8 +84,10 @@ class Tree:
 
     where: Path
     cmake: projects.CMake
+    kind: str = "cuda"  # "cuda" (nvcc) or "hip" (clang)
     base_commit: str = ""
     base: dict[str, oracle.Snapshot] = field(default_factory=dict)
+    kernel_base_: dict[str, kernel_oracle.ObjectSnapshot] | None = None
     maps: dict[str, Path] = field(default_factory=dict)
     tests: dict[str, set[str]] = field(default_factory=dict)
     targets: dict[str, str] = field(default_factory=dict)  # object -> target (CMake's default object paths)
@@ -92,32 +107,56 @@ class Tree:
         shutil.rmtree(self.where / "work")
         subprocess.run(["cp", "-a", str(self.where / "pristine"), str(self.where / "work")], check=True)
 
-    def rebuild(self, reconfigure: bool = False) -> None:
-        """Every object compiled again: the truth may not trust the build's own dependency records
-        (clang's depfile misses device-only includes, and ninja with it). ``reconfigure`` first runs the
-        configure, as a pull request's clean CI build does: what it generates is then the change's."""
-        if reconfigure:
-            proc = subprocess.run([self.cmake.cmake, str(self.build)], capture_output=True, text=True, check=False)
+    def rebuild(self, reconfigure: bool = False, configure: tuple[str, ...] = (), clean: bool = False) -> None:
+        """The change built. Under clang every object is compiled again: the truth may not trust the
+        build's own dependency records (clang's depfile misses device-only includes, and ninja with it).
+        Under nvcc ninja decides: nvcc's depfile is complete (it lists the includes of the device passes
+        as well as the host's: an ``#ifdef __CUDA_ARCH__`` include is in it), ninja rebuilds what a new
+        command line compiles, the configure-time generator writes only the files that change, and a
+        clean rebuild of this tree with no change changes no object
+        (``test_kernel_oracle_clean_rebuild_changes_nothing``): the incremental build is the clean
+        one, in seconds instead of half a minute. ``KSM_ORACLE_CLEAN=1`` rebuilds clean anyway.
+        ``reconfigure`` first runs the configure (with ``configure``'s arguments), as a pull request's
+        clean CI build does: what it generates is then the change's."""
+        if reconfigure or configure:
+            proc = subprocess.run([self.cmake.cmake, *configure, str(self.build)], capture_output=True, text=True,
+                                  check=False)
             assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        proc = subprocess.run([self.cmake.cmake, "--build", str(self.build), "--parallel", "2", "--clean-first"],
-                              capture_output=True, text=True, check=False)
+        clean = clean or self.kind != "cuda" or os.environ.get("KSM_ORACLE_CLEAN") == "1"
+        proc = subprocess.run([self.cmake.cmake, "--build", str(self.build), "--parallel", "2",
+                               *(["--clean-first"] if clean else [])], capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    def snapshot(self) -> dict[str, oracle.Snapshot]:
+    def objects(self, build: Path | None = None) -> dict[str, Path]:
         """Every object of the build (compiled and device-link objects), by build path.
 
         Precompiled headers are not objects of the product: GCC's differ between two builds of the
         same header, and what they change shows in the objects compiled with them.
         """
+        build = build or self.build
         found = {}
-        for path in sorted(self.build.rglob("*.o")):
-            rel = path.relative_to(self.build).as_posix()
+        for path in sorted(build.rglob("*.o")):
+            rel = path.relative_to(build).as_posix()
             if not rel.startswith("CMakeFiles/") or "/CMakeFiles/" in rel[1:] or rel.split("/")[1][:1].isdigit() \
                     or "CMakeScratch" in rel:
                 continue
-            found[rel] = oracle.snapshot(path)
+            found[rel] = path
             self.targets[rel] = rel.split("/")[1].removesuffix(".dir")
         return found
+
+    def snapshot(self) -> dict[str, oracle.Snapshot]:
+        return {rel: oracle.snapshot(path) for rel, path in self.objects().items()}
+
+    def kernel_snapshot(self, build: Path | None = None) -> dict[str, kernel_oracle.ObjectSnapshot]:
+        """Every object, kernel by kernel (:mod:`kernel_oracle`)."""
+        exe = require(kernel_oracle.cuobjdump(), "cuobjdump 13.5 with nvdisasm (the test extra)")
+        return kernel_oracle.snapshot_all(self.objects(build), exe)
+
+    def kernel_base(self) -> dict[str, kernel_oracle.ObjectSnapshot]:
+        """The base build, kernel by kernel: read from the frozen copy on first use."""
+        if self.kernel_base_ is None:
+            self.kernel_base_ = self.kernel_snapshot(self.where / "pristine" / "build")
+        return self.kernel_base_
 
     def host_reaches(self, whole_target: bool) -> dict[str, set[str]]:
         """Object -> the tests a change to its host code can reach (see the module docstring)."""
@@ -215,7 +254,7 @@ def _hip_tree(tmp_path_factory: pytest.TempPathFactory, clang: str) -> Tree:
     cmake = next((c for c in projects.cmakes() if c.label == label), None)
     require(cmake, f"CMake {label}")
     where = tmp_path_factory.mktemp(f"oracle-hip-clang{clang}")
-    tree = Tree(where, cmake)
+    tree = Tree(where, cmake, kind="hip")
     shutil.copytree(projects.PROJECTS / "hip", tree.src)
     _init_repo(tree, None)
     projects.configure_and_build_at(tree.src, tree.build, cmake, "Ninja",
@@ -242,6 +281,7 @@ class Run:
     prepare: Callable[[Tree, Path, str], tuple[Path, Path, list[str]]]
     whole_target: bool = False
     cwd: str = ""  # a subfolder of the checkout to run select from
+    output: bool = False  # output mode: the must-run set from the kernel oracle (CUDA) or the image oracle (HIP)
 
 
 def _map_with(tree: Tree, tmp: Path, name: str, change: Callable[[dict[str, Any]], None]) -> Path:
@@ -271,6 +311,22 @@ def _subset(tree: Tree, tmp: Path, commit: str) -> tuple[Path, Path, list[str]]:
     assert ksm("build", "--build-dir", str(tree.build), "--out", str(out), "--targets", "kernels", "--commit",
                commit, "--no-cache").returncode == 0
     return out, tree.recordings(tmp / "rec", commit), []
+
+
+@functools.cache
+def _output_mode() -> bool:
+    """Whether this select has output mode (issue 27): until it does, output-mode runs are skipped."""
+    return "--base-map" in ksm("select", "--help").stdout
+
+
+def _output(tree: Tree, tmp: Path, commit: str) -> tuple[Path, Path, list[str]]:
+    """Output mode: the change's own build mapped after the rebuild, against the base build's map (the
+    map of the checkout, for a stale one)."""
+    new = tmp / "new.json.gz"
+    proc = ksm("build", "--build-dir", str(tree.build), "--out", str(new), "--no-cache")
+    assert proc.returncode == 0, proc.stderr
+    base = tree.maps.get("stale") or tree.maps["by hand"]
+    return new, tree.recordings(tmp / "rec", commit), ["--base-map", str(base)]
 
 
 def _object_error(tree: Tree, tmp: Path, commit: str) -> tuple[Path, Path, list[str]]:
@@ -317,6 +373,11 @@ BY_HAND = Run("map by hand", ("18.1 host-only targets",), _default("by hand"))
 SUBSET = Run("a --targets subset", ("11.4 kernels no map knows",), _subset)
 ANON = Run("an anonymous kernel from another path", ("11.4 kernels no map knows",), _anon_elsewhere)
 HEAD_NAMED = Run("map commit 'HEAD'", ("18.6 symbolic commits",), _head_named)
+OUTPUT = Run("output mode", ("27.1 output mode",), _output, output=True)
+MANY = "csrc/many/many.cu"
+MANY_KERNELS = frozenset({f"_Z7many_{i:02d}Pi" for i in range(16)} | {
+    "_Z9many_bodyPi", "_Z14many_pick_userPi", "_Z13many_shared_aPi", "_Z13many_shared_bPi", "_Z15many_table_userPi",
+    "_Z16many_define_userPi"})
 VARIANTS = [
     Run("no commit anywhere", ("11.2 unknown commits",), _no_commit),
     Run("an object with an error", ("11.5 incomplete maps",), _object_error),
@@ -341,6 +402,12 @@ class Change:
     stale: Callable[[Path], None] | None = None  # committed with no rebuild before mapping (a checkout)
     answer: str | None = None  # the first run must decide on evidence, with this code ("" for none): no waste
     reconfigure: bool = False  # the change is seen only by a new configure (what it generates)
+    configure: tuple[str, ...] = ()  # the change's build is configured with these arguments too
+    kernels: frozenset[str] | None = None  # exactly the kernels the kernel oracle sees changed, if given
+    no_effect: bool = False  # the change changes no object (a comment): both oracles must agree
+    output_at_most: int | None = None  # precision: output mode runs at most this many tests
+    output_skips_kernel_tests: bool = False  # precision: output mode skips every test that launched a kernel
+    output_says_why: bool = False  # output mode must say why it did not decide kernel by kernel
 
 
 def _submodule_edit(src: Path) -> None:
@@ -368,19 +435,22 @@ def _move_b_kernel_into_a(src: Path) -> None:
 
 
 CORPUS = [
-    Change("a header shared with a host-only target", ("18.1 host-only targets",),
+    Change("a header shared with a host-only target", ("18.1 host-only targets", "27.8 host-only changes"),
            lambda s: edit(s / "include/shared_host.h", "return 1;", "return 10;"), runs=(DEFAULT, BY_HAND, SUBSET)),
     Change("a header precompiled for a host-only target", ("18.1 host-only targets", "wasteful: precompiled headers"),
            lambda s: edit(s / "include/pch_only.h", "return 2;", "return 20;"), answer="host-file"),
-    Change("a device function linked across targets", ("18.2 device links across targets",),
-           lambda s: edit(s / "csrc/dev/dev.cu", "x * 2", "x * 3"), answer=""),
+    Change("a device function linked across targets", ("18.2 device links across targets",
+                                                         "27.10 -rdc device links across objects"),
+           lambda s: edit(s / "csrc/dev/dev.cu", "x * 2", "x * 3"), answer="",
+           kernels=frozenset({"_Z10dev_kernelPi"})),  # in the device link; dev.cu's own kernel calls nothing
     Change("a header staged by configure_file", ("18.4 staged copies",),
            lambda s: edit(s / "include/staged.cuh", "return 3;", "return 30;")),
     Change("a header linked into the build tree", ("18.4 staged copies",),
            lambda s: edit(s / "include/linked.cuh", "return 4;", "return 40;"), answer=""),
     Change("a submodule's header, edited there (ignore = all)", ("18.7 submodules",), _submodule_edit, answer=""),
     Change("a submodule bumped", ("18.7 submodules",), _submodule_bump, answer=""),
-    Change("host code of a launcher in another target", ("18.8 --whole-target across targets", "11.9 host code"),
+    Change("host code of a launcher in another target", ("18.8 --whole-target across targets", "11.9 host code",
+                                                          "27.8 host-only changes"),
            lambda s: edit(s / "csrc/y/launcher.cu", "launch_xk(x, 32)", "launch_xk(x, 64)"),
            runs=(DEFAULT, Run("--whole-target", ("18.8 --whole-target across targets",), _default("package"),
                               whole_target=True))),
@@ -399,15 +469,49 @@ CORPUS = [
            lambda s: edit(s / "csrc/k/a.cu", "+= real_offset() + pch_value();", "+= 2 * real_offset();"),
            runs=(Run("map of the checkout", ("18.5 stale objects",), _default("stale")),),
            stale=_move_b_kernel_into_a),
-    Change("the input of a build-time generator", ("26.1 build-time generators",),
+    Change("the input of a build-time generator", ("26.1 build-time generators", "27.9 generators"),
            lambda s: edit(s / "csrc/gen/ops.def", "OP(gelu, 2)", "OP(gelu, 3)"), answer=""),
-    Change("the input of a configure-time generator", ("26.2 configure-time generators",),
+    Change("the input of a configure-time generator", ("26.2 configure-time generators", "27.9 generators"),
            lambda s: edit(s / "include/tiles.h", "TILE_SCALE 3", "TILE_SCALE 5"), reconfigure=True, answer=""),
+    # Output mode's own (issue 27), in tests/projects/oracle's target many: 22 kernels in csrc/many/many.cu.
+    Change("one kernel's body among 22", ("27.2 one kernel's body among many",),
+           lambda s: edit(s / MANY, "x[threadIdx.x] = 1; }", "x[threadIdx.x] = 2; }"),
+           kernels=frozenset({"_Z9many_bodyPi"}), output_at_most=2),
+    Change("a comment among 22 kernels", ("27.3 comment-only edits",),
+           lambda s: edit(s / MANY, "// Filler: kernels that no change of the corpus reaches.",
+                          "// Filler: kernels that no change of the corpus reaches;\n// a line more moves them all."),
+           no_effect=True, output_skips_kernel_tests=True),
+    Change("a header one kernel of 22 uses", ("27.4 a header reaching one kernel of many",),
+           lambda s: edit(s / "include/many_pick.cuh", "return 6;", "return 60;"),
+           kernels=frozenset({"_Z14many_pick_userPi"})),
+    Change("a __noinline__ device function two kernels call", ("27.5 shared __noinline__ device functions",),
+           lambda s: edit(s / MANY, "v * 5 + 1", "v * 7 + 1"),
+           kernels=frozenset({"_Z13many_shared_aPi", "_Z13many_shared_bPi"})),
+    Change("a __constant__ initialiser one kernel reads", ("27.6 __constant__ initialisers",),
+           lambda s: edit(s / MANY, "{3, 5, 7, 9}", "{3, 5, 8, 9}"),
+           kernels=MANY_KERNELS),  # module data: the kernel oracle folds it into every kernel of the image
+    Change("a compile definition in CMakeLists.txt", ("27.7 compile definitions in CMake",),
+           lambda s: edit(s / "CMakeLists.txt", "MANY_FACTOR=3", "MANY_FACTOR=4"), reconfigure=True,
+           kernels=frozenset({"_Z16many_define_userPi"})),
+    Change("a host function in a file of kernels", ("27.8 host-only changes",),
+           lambda s: edit(s / MANY, "return 41;", "return 42;"), kernels=frozenset()),
+    # The base map was built with other flags than the change's build: every PTX entry and cubin
+    # differs (-lineinfo: .loc lines, the image's identifier and ELF flags), though the diff names one file.
+    Change("a base map built with other flags", ("27.12 a base map built with other flags",),
+           lambda s: edit(s / MANY, "x[threadIdx.x] = 1; }", "x[threadIdx.x] = 2; }"),
+           configure=("-DCMAKE_CUDA_FLAGS=-lineinfo",), runs=(OUTPUT,), output_says_why=True),
 ]
+CORPUS = [c if OUTPUT in c.runs else dataclasses.replace(c, runs=(*c.runs, OUTPUT)) for c in CORPUS]
 
 
 def _check(tree: Tree, change: Change, tmp: Path) -> list[str]:
-    """Apply ``change`` to a fresh copy of the base tree, rebuild, and check every run; the lines to print."""
+    """Apply ``change`` to a fresh copy of the base tree, rebuild, and check every run; the lines to print.
+
+    Output-mode runs take their must-run set from :mod:`kernel_oracle` on a CUDA tree (kernel by kernel:
+    what output mode claims to see) and from :mod:`oracle` on a HIP tree (image by image: HIP's digests
+    are of whole images). Until select has output mode they are skipped, after the other runs passed."""
+    if not _output_mode() and all(r.output for r in change.runs):
+        pytest.skip(f"{change.name}: only output-mode runs, and this select has no --base-map (issue 27)")
     tree.fresh()
     commit, before = tree.base_commit, tree.base
     maps = dict(tree.maps)
@@ -423,17 +527,32 @@ def _check(tree: Tree, change: Change, tmp: Path) -> list[str]:
         change.main(tree.src)
         diff_base = git(tree.src, "rev-parse", "HEAD")
     change.apply(tree.src)
-    tree.rebuild(change.reconfigure)
+    tree.rebuild(change.reconfigure, change.configure)
     diff = oracle.compare(before, tree.snapshot())
-    assert diff.objects_changed, f"{change.name}: the change changed no object; the corpus entry tests nothing"
-    lines = []
+    kdiff = None
+    if tree.kind == "cuda" and (change.kernels is not None or change.no_effect or any(r.output for r in change.runs)):
+        # the output-mode base is the build the base map was made of (for a stale map: before the checkout)
+        kdiff = kernel_oracle.compare(tree.kernel_base(), tree.kernel_snapshot())
+    if change.no_effect:
+        assert not diff.objects_changed and not (kdiff and kdiff.objects_changed), \
+            (change.name, diff.objects_changed, kdiff and kdiff.why)
+    else:
+        assert diff.objects_changed, f"{change.name}: the change changed no object; the corpus entry tests nothing"
+    if change.kernels is not None:
+        assert kdiff is not None and kdiff.kernels_changed == change.kernels, \
+            (change.name, sorted(kdiff.kernels_changed) if kdiff else None, kdiff and kdiff.why)
+    lines, skipped = [], []
     for run in change.runs:
+        if run.output and not _output_mode():
+            skipped.append(run.name)
+            continue
         saved, tree.maps = tree.maps, maps
         try:
             map_path, recordings, extra = run.prepare(tree, tmp, commit)
         finally:
             tree.maps = saved
-        must = diff.must_run(tree.tests, tree.host_reaches(run.whole_target))
+        truth: oracle.Difference | kernel_oracle.KernelDifference = kdiff if run.output and kdiff else diff
+        must = truth.must_run(tree.tests, tree.host_reaches(run.whole_target))
         args = ["select", "--map", str(map_path), "--recordings", str(recordings), "--json"]
         args += [] if "--changed" in extra else ["--diff", diff_base]
         args += extra + (["--whole-target"] if run.whole_target else [])
@@ -443,12 +562,39 @@ def _check(tree: Tree, change: Change, tmp: Path) -> list[str]:
         ran = set(tree.tests) - set(result["skip"])
         missed = must - ran
         assert not missed, (f"{change.name} / {run.name}: unsafe skip of {sorted(missed)}; "
-                            f"changed objects {diff.objects_changed}, fallback {result['fallback']}")
+                            f"changed objects {truth.objects_changed}, fallback {result['fallback']}, "
+                            f"mode {result.get('mode')} ({result.get('mode_why')})"
+                            + (f"; kernel digests {_why(kdiff, missed, tree)}" if truth is kdiff else ""))
         if change.answer is not None and run is change.runs[0]:
             assert (result["fallback"] or "") == change.answer, (change.name, result["fallback_why"])
+        if run.output:
+            _check_output(change, tree, result, ran)
         lines.append(f"{change.name} / {run.name}: must {len(must)}, ran {len(ran)} of {len(tree.tests)}"
-                     f" ({result['fallback'] or 'evidence'})")
+                     f" ({result['fallback'] or 'evidence'}{', mode ' + result['mode'] if 'mode' in result else ''})")
+    if skipped:
+        pytest.skip(f"{change.name}: {', '.join(skipped)} skipped: this select has no --base-map (output mode, "
+                    f"issue 27); the other runs passed:\n" + "\n".join(lines))
     return lines
+
+
+def _why(kdiff: kernel_oracle.KernelDifference | None, missed: set[str], tree: Tree) -> dict[str, list[str]]:
+    """For a message: the digests (object, image, before -> after) of the kernels the missed tests launched."""
+    kernels = set().union(*(tree.tests[t] for t in missed))
+    return {k: kdiff.why.get(k, ["(host change)"]) for k in sorted(kernels)} if kdiff else {}
+
+
+def _check_output(change: Change, tree: Tree, result: dict[str, Any], ran: set[str]) -> None:
+    """Output mode's precision, where the corpus asks for it; and a reason whenever it is not output mode."""
+    mode = result.get("mode")
+    if mode != "output":
+        assert result.get("mode_why"), (change.name, "output mode not used, and no mode_why says why", mode)
+    if change.output_at_most is not None:
+        assert len(ran) <= change.output_at_most, (change.name, "output mode ran", sorted(ran))
+    if change.output_says_why:
+        assert result.get("mode_why") or result.get("fallback_why"), (change.name, "nothing says why", result)
+    if change.output_skips_kernel_tests:
+        assert not {t for t in ran if tree.tests[t]}, (change.name, "output mode ran kernel tests",
+                                                       sorted(t for t in ran if tree.tests[t]))
 
 
 @pytest.mark.parametrize("change", CORPUS, ids=[c.name for c in CORPUS])
@@ -457,11 +603,27 @@ def test_select_runs_what_the_rebuild_changed(cuda_tree: Tree, change: Change, t
         print(line)
 
 
+def test_kernel_oracle_clean_rebuild_changes_nothing(cuda_tree: Tree) -> None:
+    """The noise proof (:mod:`kernel_oracle`, :mod:`oracle`): the base tree rebuilt from clean, with no change,
+    changes no kernel and no object in either oracle; and both oracles see the same kernels in every object."""
+    base = cuda_tree.kernel_base()
+    assert {o: s.names for o, s in base.items()} == {o: s.kernels for o, s in cuda_tree.base.items()}
+    assert MANY_KERNELS <= frozenset().union(*(s.names for s in base.values()))
+    cuda_tree.fresh()
+    cuda_tree.rebuild(clean=True)
+    kdiff = kernel_oracle.compare(base, cuda_tree.kernel_snapshot())
+    assert not kdiff.objects_changed and not kdiff.kernels_changed, kdiff.why
+    diff = oracle.compare(cuda_tree.base, cuda_tree.snapshot())
+    assert not diff.objects_changed, diff.objects_changed
+
+
 HIP_CORPUS = [
-    Change("a header included only by the device compile", ("18.3 device-only includes under clang",),
-           lambda s: edit(s / "include/device_only.hpp", "return 0.0f;", "return 1.0f;"), runs=(BY_HAND,)),
-    Change("a header included for one architecture", ("18.3 device-only includes under clang",),
-           lambda s: edit(s / "include/arch_only.hpp", "return 1.0f;", "return 2.0f;"), runs=(BY_HAND,)),
+    Change("a header included only by the device compile", ("18.3 device-only includes under clang",
+                                                             "27.11 HIP (per-image digests)"),
+           lambda s: edit(s / "include/device_only.hpp", "return 0.0f;", "return 1.0f;"), runs=(BY_HAND, OUTPUT)),
+    Change("a header included for one architecture", ("18.3 device-only includes under clang",
+                                                      "27.11 HIP (per-image digests)"),
+           lambda s: edit(s / "include/arch_only.hpp", "return 1.0f;", "return 2.0f;"), runs=(BY_HAND, OUTPUT)),
 ]
 
 
@@ -482,6 +644,11 @@ ISSUE_CLASSES = {
     "11.1 change sets", "11.2 unknown commits", "11.3 symlinked headers", "11.4 kernels no map knows",
     "11.5 incomplete maps", "11.6 tied to the map's commit", "11.7 Nsight exports", "11.8 rule globs",
     "11.9 host code",
+    "27.1 output mode", "27.2 one kernel's body among many", "27.3 comment-only edits",
+    "27.4 a header reaching one kernel of many", "27.5 shared __noinline__ device functions",
+    "27.6 __constant__ initialisers", "27.7 compile definitions in CMake", "27.8 host-only changes",
+    "27.9 generators", "27.10 -rdc device links across objects", "27.11 HIP (per-image digests)",
+    "27.12 a base map built with other flags",
 }
 
 

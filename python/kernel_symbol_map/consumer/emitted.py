@@ -58,10 +58,10 @@ def unusable(base: Sequence[KernelMap], new: Sequence[KernelMap]) -> tuple[str, 
             if scheme != map_digests.SCHEME:
                 what = "no digests (a map written before issue 27)" if scheme is None else f"digests of scheme {scheme}"
                 return NO_DIGESTS, f"the {side} map {m.where or ''} holds {what}".replace("  ", " ")
-            missing = next((o for o in m.objects if not _digested(o)), None)
-            if missing is not None:
-                return NO_DIGESTS, (f"the {side} map's object {missing['object']} has no digests for every kernel "
-                                    "(its device code could not be digested)")
+            for o in m.objects:
+                gap = _undigested(o)
+                if gap:
+                    return NO_DIGESTS, f"the {side} map's object {o['object']} {gap}"
     before, after = _toolchains(base), _toolchains(new)
     if before and after and before != after:
         differ = ", ".join(f"{lang}: {before.get(lang, '(none)')} -> {after.get(lang, '(none)')}"
@@ -70,16 +70,22 @@ def unusable(base: Sequence[KernelMap], new: Sequence[KernelMap]) -> tuple[str, 
     return None
 
 
-def _digested(o: dict) -> bool:
-    """Whether an object's digests cover it: its host code (a precompiled header has none of its own: {}),
-    and each of its kernels in some architecture."""
+def _undigested(o: dict) -> str:
+    """What an object's digests leave out, or "" when they cover it: its host code (a precompiled header
+    has none of its own: ``{}``), and each of its kernels in some architecture."""
     digests = o.get("digests")
     if digests is None:
-        return False
+        return "has no digests (its code could not be digested)"
     if not digests:
-        return not o["symbols"]
-    covered = {k for column in (digests.get("code") or {}).values() for k, d in zip(o["symbols"], column) if d}
-    return "host" in digests and covered >= set(o["symbols"])
+        return "has kernels but empty digests (a malformed map)" if o["symbols"] else ""
+    columns = (digests.get("code") or {}).values()
+    if any(len(column) != len(o["symbols"]) for column in columns):
+        return f"has digest lists that do not match its {len(o['symbols'])} symbols (a malformed map)"
+    covered = {k for column in columns for k, d in zip(o["symbols"], column) if d}
+    if "host" not in digests:
+        return "has no host digest"
+    missing = sorted(set(o["symbols"]) - covered)
+    return f"has no digest of kernel {missing[0]} in any architecture" if missing else ""
 
 
 def _toolchains(kmaps: Sequence[KernelMap]) -> dict[str, str]:

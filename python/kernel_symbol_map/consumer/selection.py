@@ -242,7 +242,7 @@ def select(
         return _by_sources(kmaps, tests, recordings, changed, options, unreadable, fallback)
     why = emitted.unusable(evidence, kmaps)
     if why is not None and why[0] == emitted.TOOLCHAIN:
-        return fallback(TOOLCHAIN_CHANGED, why[1])
+        return _in_output_mode(fallback(TOOLCHAIN_CHANGED, why[1]), None)
     if why is not None:  # compare sources, with the base's maps
         found = _by_sources(evidence, tests, recordings, changed, options, unreadable, fallback)
         return dataclasses.replace(found, mode_why=f"output mode cannot be used: {why[1]}")

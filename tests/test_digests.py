@@ -1,0 +1,188 @@
+"""Device and host code digests (issue 27) on real nvcc and clang output, built once per session.
+
+One 20-kernel ``.cu`` file is compiled in variants that each change one
+thing; the digests must change for exactly the kernels the change can reach
+(safety) and, where the compiler keeps kernels apart, for no other (precision):
+
+* a kernel's body: that kernel, in SASS and in PTX;
+* a comment, or a rebuild: nothing, host code included (nvcc's ``tmpxft`` name is noise);
+* a header one kernel includes through an inline device function: that kernel;
+* a ``__noinline__`` device function two kernels call: those two;
+* a ``__constant__`` initialiser: every kernel (module data, folded);
+* host code only: the host digest, no kernel;
+* ``-rdc``: a device function of another object, called by a kernel, changes that
+  kernel's digest in the device-link image, where the call is resolved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import toolchains
+from toolchains import require
+
+from kernel_symbol_map.mapformat import digests as map_digests
+from kernel_symbol_map.producer.extract import _read_and_measure
+from kernel_symbol_map.readers.devicecode import read_kernels
+
+KERNELS = 20
+SASS = ["-gencode", "arch=compute_80,code=[compute_80,sm_80]"]
+
+
+def _source(change: str = "") -> dict[str, str]:
+    """many.cu and the header it includes, with ``change`` applied."""
+    scale = "v * 2.5f + 1" if change == "shared" else "v * 1.5f + 1"
+    table = "{1, 2, 3, 5}" if change == "constant" else "{1, 2, 3, 4}"
+    lines = ['#include "h.cuh"', f"__constant__ float ctab[4] = {table};",
+             f"__device__ __noinline__ float sharedf(float v) {{ return {scale}; }}"]
+    if change == "comment":
+        lines.append("// a comment, and nothing else")
+    for i in range(KERNELS):
+        body = f"x[threadIdx.x] = x[threadIdx.x] * {i + 1}.0f + {i};"
+        if i == 7 and change == "body":
+            body = f"x[threadIdx.x] = x[threadIdx.x] * 99.0f + {i};"
+        if i == 3:
+            body = "x[threadIdx.x] = hval(x[threadIdx.x]);"
+        if i in (10, 11):
+            body = f"x[threadIdx.x] = sharedf(x[threadIdx.x]) + {i};"
+        if i == 12:
+            body = "x[threadIdx.x] = ctab[threadIdx.x & 3];"
+        lines.append(f"__global__ void kern{i}(float* x) {{ {body} }}")
+    launches = 2 if change == "host" else 1
+    lines.append(f"void launch(float* x) {{ for (int i = 0; i < {launches}; i++) kern0<<<1, 32>>>(x); }}")
+    add = "2.0f" if change == "header" else "1.0f"
+    return {"many.cu": "\n".join(lines) + "\n",
+            "h.cuh": f"#pragma once\n__device__ inline float hval(float v) {{ return v + {add}; }}\n"}
+
+
+RDC = {
+    "caller.cu": "extern __device__ int helper(int x);\n"
+                 "__global__ void caller(int* x) { x[threadIdx.x] = helper(x[threadIdx.x]); }\n"
+                 "__global__ void alone(int* x) { x[threadIdx.x] = 1; }\n",
+    "helper.cu": "__device__ int helper(int x) { return x * HELPER_SCALE; }\n"
+                 "__global__ void helper_kernel(int* x) { x[0] = helper(x[1]); }\n",
+}
+VARIANTS = ["base", "again", "body", "comment", "header", "shared", "constant", "host"]
+
+
+@pytest.fixture(scope="session")
+def digest_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each variant's object (SASS + PTX, and PTX only), and the -rdc pair with its device link, twice."""
+    nvcc = require(toolchains.nvcc(), "nvcc")
+    out = tmp_path_factory.mktemp("digests")
+    src = out / "src"  # one path for every variant: the anonymous and static names embed it
+    src.mkdir()
+    found: dict[str, Path] = {}
+    for variant in VARIANTS:
+        for name, text in _source("" if variant in ("base", "again") else variant).items():
+            (src / name).write_text(text)
+        for label, arch in (("", SASS), ("-ptx", ["-gencode", "arch=compute_80,code=compute_80"])):
+            if label and variant not in ("base", "body"):
+                continue
+            found[variant + label] = out / f"{variant}{label}.o"
+            toolchains.run([nvcc, "-c", *arch, "-O3", str(src / "many.cu"), "-o", str(found[variant + label])],
+                           cwd=src)
+    for name, text in RDC.items():
+        (src / name).write_text(text)
+    for scale in ("2", "3"):
+        commands = [[nvcc, "-c", "-rdc=true", "-arch=sm_80", f"-DHELPER_SCALE={scale}", f"{n}.cu", "-o",
+                     str(out / f"{n}{scale}.o")] for n in ("caller", "helper")]
+        toolchains.run_all(commands, cwd=src)
+        toolchains.run([nvcc, "-dlink", "-arch=sm_80", str(out / f"caller{scale}.o"), str(out / f"helper{scale}.o"),
+                        "-o", str(out / f"dlink{scale}.o")], cwd=src)
+        for n in ("caller", "helper", "dlink"):
+            found[f"{n}{scale}"] = out / f"{n}{scale}.o"
+    return found
+
+
+def _digests(path: Path) -> tuple[str | None, dict[str, dict[str, str]], list[str]]:
+    """(host digest, kernel -> arch -> digest, archs digested whole) as the map would hold them."""
+    result, _sizes, packed = _read_and_measure(read_kernels, path)
+    assert packed is not None, path
+    return packed.get("host"), map_digests.kernel_digests(result.symbols, packed, str(path)), packed.get("whole", [])
+
+
+def _changed(corpus: dict[str, Path], a: str, b: str) -> dict[str, set[str]]:
+    """Arch -> the kernels whose digest differs between objects ``a`` and ``b``."""
+    _, before, _ = _digests(corpus[a])
+    _, after, _ = _digests(corpus[b])
+    assert before.keys() == after.keys()
+    found: dict[str, set[str]] = {}
+    for kernel in before:
+        assert before[kernel].keys() == after[kernel].keys(), kernel
+        for arch in before[kernel]:
+            if before[kernel][arch] != after[kernel][arch]:
+                found.setdefault(arch, set()).add(kernel)
+    return found
+
+
+def kern(*indices: int) -> set[str]:
+    return {f"_Z{4 + len(str(i))}kern{i}Pf" for i in indices}
+
+
+EVERY = set(range(KERNELS))
+CASES: list[tuple[str, Callable[[], set[str]]]] = [
+    ("again", lambda: set()),
+    ("comment", lambda: set()),
+    ("body", lambda: kern(7)),
+    ("header", lambda: kern(3)),
+    ("shared", lambda: kern(10, 11)),
+    ("constant", lambda: kern(*EVERY)),
+    ("host", lambda: set()),
+]
+
+
+@pytest.mark.parametrize("variant,expected", CASES, ids=[c[0] for c in CASES])
+def test_digests_change_for_exactly_the_kernels_a_change_reaches(digest_corpus: dict[str, Path], variant: str,
+                                                                 expected: Callable[[], set[str]]) -> None:
+    changed = _changed(digest_corpus, "base", variant)
+    assert changed.get("sm_80", set()) == expected(), "SASS"
+    assert changed.get("compute_80", set()) == expected(), "PTX"
+
+
+def test_every_kernel_has_a_digest_per_architecture(digest_corpus: dict[str, Path]) -> None:
+    host, kernels, whole = _digests(digest_corpus["base"])
+    assert host and whole == []
+    assert set(kernels) == kern(*EVERY)
+    assert all(set(archs) == {"sm_80", "compute_80"} for archs in kernels.values())
+    assert len({archs["sm_80"] for archs in kernels.values()}) == KERNELS  # kernels are told apart
+
+
+def test_host_digest_sees_host_code_only(digest_corpus: dict[str, Path]) -> None:
+    base = _digests(digest_corpus["base"])[0]
+    assert _digests(digest_corpus["again"])[0] == base  # the temporary file's name is the only noise
+    assert _digests(digest_corpus["body"])[0] == base  # a kernel's body is device code
+    assert _digests(digest_corpus["host"])[0] != base
+
+
+def test_ptx_only_objects_have_per_entry_digests(digest_corpus: dict[str, Path]) -> None:
+    """An object with only PTX (the JIT's input) is digested per entry: a body edit changes one."""
+    _, kernels, whole = _digests(digest_corpus["base-ptx"])
+    assert whole == [] and all(set(archs) == {"compute_80"} for archs in kernels.values())
+    assert _changed(digest_corpus, "base-ptx", "body-ptx") == {"compute_80": kern(7)}
+
+
+def test_device_link_resolves_a_callee_of_another_object(digest_corpus: dict[str, Path]) -> None:
+    """-rdc: caller.o names helper() unresolved, so its digest stays; the device-link image holds both, and
+    caller's digest there covers helper's code."""
+    _, before, _ = _digests(digest_corpus["dlink2"])
+    _, after, _ = _digests(digest_corpus["dlink3"])
+    assert set(before) == {"_Z6callerPi", "_Z5alonePi", "_Z13helper_kernelPi"}
+    assert before["_Z6callerPi"] != after["_Z6callerPi"]
+    assert before["_Z13helper_kernelPi"] != after["_Z13helper_kernelPi"]
+    assert before["_Z5alonePi"] == after["_Z5alonePi"]  # calls nothing: the callee is not its
+    assert _digests(digest_corpus["caller2"])[1] == _digests(digest_corpus["caller3"])[1]
+
+
+@pytest.mark.hip
+def test_hip_code_objects_are_digested_whole(hip_corpus: dict[str, Path]) -> None:
+    """Kernels share an AMDGPU code object's .text with no boundary nvcc's sections give: one digest per
+    image, for each of its kernels, and the map says so (whole)."""
+    _, kernels, whole = _digests(hip_corpus["hipcc.o"])
+    assert kernels and whole
+    for arch in whole:
+        assert len({archs[arch] for archs in kernels.values() if arch in archs}) == 1
+    _, rdc, rdc_whole = _digests(hip_corpus["clang_rdc.o"])  # bitcode: no final code, digested whole
+    assert rdc and rdc_whole

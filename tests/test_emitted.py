@@ -1,0 +1,223 @@
+"""``select --base-map``: output mode's decisions on maps with digests (issue 27), each rule on its own.
+
+The maps are written here in the form ``build`` writes (mapformat.digests);
+what real builds emit is checked in test_digests.py and against the per-kernel
+oracle in test_selection_oracle.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel_symbol_map.consumer.kernelmap import KernelMap
+from kernel_symbol_map.consumer.recordings import Recording
+from kernel_symbol_map.consumer.selection import Options, select
+
+BASE = "a" * 40
+TOOLCHAIN = {"CUDA": "NVIDIA 13.0.88", "CXX": "GNU 12.2.0"}
+
+
+def _object(source: str, symbols: list[str], deps: list[str], host: str, code: list[str], target: str = "ops",
+            ) -> dict[str, Any]:
+    entry: dict[str, Any] = {"source": source, "target": target, "object": f"CMakeFiles/{target}.dir/{source}.o",
+                             "device": bool(symbols), "symbols": symbols, "deps": sorted({source, *deps}),
+                             "digests": {"host": host}}
+    if symbols:
+        entry["archs"] = ["sm_80"]
+        entry["digests"]["code"] = {"sm_80": code}
+    return entry
+
+
+def _map(objects: list[dict[str, Any]], commit: str = BASE, **extra: Any) -> dict[str, Any]:
+    return {"version": 1, "commit": commit, "cuda": "13.0", "generated_at": "", "build_dirs": ["$BUILD"],
+            "incomplete": False, "errors": [], "objects": objects, "stats": {}, "backend": "cuda", "digests": 1,
+            "toolchain": dict(TOOLCHAIN), "configure_inputs": ["CMakeLists.txt"], **extra}
+
+
+def base_map() -> dict[str, Any]:
+    return _map([
+        _object("csrc/many.cu", ["k0", "k1", "k2"], ["csrc/common.cuh"], "h-many", ["d0", "d1", "d2"]),
+        _object("csrc/other.cu", ["o0"], ["csrc/common.cuh"], "h-other", ["e0"]),
+        _object("csrc/bind.cpp", [], ["csrc/common.cuh"], "h-bind", [], target="bindings"),
+    ])
+
+
+def _tests() -> list[Recording]:
+    return [Recording(f"test_{k}", frozenset({k}), True, BASE, "rec") for k in ("k0", "k1", "k2", "o0")] + \
+        [Recording("test_host", frozenset(), True, BASE, "rec")]
+
+
+def _select(new: dict[str, Any], changed: list[str], base: dict[str, Any] | None = None, **options: Any):
+    return select(KernelMap(new), _tests(), changed, options=Options(**options),
+                  base=[KernelMap(base or base_map())])
+
+
+def _edit(doc: dict[str, Any], source: str, *, host: str | None = None, code: dict[int, str] | None = None) -> None:
+    o = next(o for o in doc["objects"] if o["source"] == source)
+    if host is not None:
+        o["digests"]["host"] = host
+    for i, d in (code or {}).items():
+        o["digests"]["code"]["sm_80"][i] = d
+
+
+def test_a_kernel_whose_code_changed_runs_its_tests_and_no_other() -> None:
+    new = base_map()
+    _edit(new, "csrc/many.cu", code={1: "d1-new"})
+    s = _select(new, ["csrc/many.cu"])
+    assert s.mode == "output" and s.fallback is None
+    assert s.to_run == ["test_k1"]
+    assert "device code changed (sm_80)" in next(d.why for d in s.decisions if d.test == "test_k1")
+    assert s.emitted is not None and s.emitted.kernels == {"k1": "changed (sm_80)"}
+
+
+def test_a_header_every_object_includes_runs_only_what_its_change_emitted() -> None:
+    """Source mode runs everything here (the header reaches a host-only object); output mode asks the build."""
+    new = base_map()
+    _edit(new, "csrc/other.cu", code={0: "e0-new"})
+    assert _select(new, ["csrc/common.cuh"]).to_run == ["test_o0"]
+    source = select(KernelMap(base_map()), _tests(), ["csrc/common.cuh"])
+    assert source.fallback == "host-file"
+
+
+def test_nothing_emitted_differently_skips_every_recorded_test() -> None:
+    s = _select(base_map(), ["csrc/many.cu"])  # a comment-only edit: the same code
+    assert s.to_run == [] and s.mode == "output"
+
+
+def test_changed_host_code_of_a_kernel_object_runs_its_kernels__tests() -> None:
+    new = base_map()
+    _edit(new, "csrc/many.cu", host="h-many-new")
+    assert _select(new, ["csrc/many.cu"]).to_run == ["test_k0", "test_k1", "test_k2"]
+
+
+def test_changed_host_code_of_an_object_without_kernels_runs_everything() -> None:
+    new = base_map()
+    _edit(new, "csrc/bind.cpp", host="h-bind-new")
+    s = _select(new, ["csrc/bind.cpp"])
+    assert s.fallback == "host-changed" and len(s.to_run) == len(s.decisions)
+    assert "bind.cpp" in s.fallback_why
+
+
+def test_whole_target_widens_a_host_change_to_its_targets_kernels() -> None:
+    new = base_map()
+    _edit(new, "csrc/other.cu", host="h-other-new")
+    assert _select(new, ["csrc/other.cu"]).to_run == ["test_o0"]
+    assert _select(new, ["csrc/other.cu"], whole_target=True).to_run == ["test_k0", "test_k1", "test_k2", "test_o0"]
+
+
+def test_kernels_that_appear_or_go_away_run_their__tests() -> None:
+    new = base_map()
+    o = new["objects"][0]
+    o["symbols"], o["digests"]["code"]["sm_80"] = ["k0", "k1"], ["d0", "d1"]  # k2 went away
+    s = _select(new, ["csrc/many.cu"])
+    assert s.to_run == ["test_k2"]
+    new["objects"][1]["symbols"] = ["o0", "o_new"]
+    new["objects"][1]["digests"]["code"]["sm_80"] = ["e0", "e9"]
+    assert _select(new, ["csrc/other.cu"]).emitted.kernels == {"k2": "removed", "o_new": "added"}
+
+
+def test_a_file_no_object_compiles_decides_as_in_source_mode() -> None:
+    new = base_map()
+    assert _select(new, ["tests/test_ops.py"]).fallback == "file-not-in-map"
+    assert _select(new, ["CMakeLists.txt"]).fallback == "configure-input"
+    new["objects"].append(_object("csrc/added.cu", ["n0"], [], "h-added", ["n0d"]))
+    assert _select(new, ["csrc/added.cu"]).to_run == []  # known to the change's build: its output decides
+
+
+def test_a_base_map_without_digests_falls_back_to_source_mode_and_says_so() -> None:
+    base = base_map()
+    del base["digests"]
+    new = base_map()
+    _edit(new, "csrc/many.cu", code={1: "d1-new"})
+    s = _select(new, ["csrc/many.cu"], base=base)
+    assert s.mode == "source" and "no digests" in s.mode_why
+    assert s.to_run == ["test_k0", "test_k1", "test_k2"]  # what source mode reaches from many.cu
+
+
+def test_an_object_without_digests_falls_back_to_source_mode() -> None:
+    new = base_map()
+    del new["objects"][1]["digests"]
+    s = _select(new, ["csrc/other.cu"])
+    assert s.mode == "source" and "csrc/other.cu" in s.mode_why and "could not be digested" in s.mode_why
+    new = base_map()
+    new["objects"][0]["digests"]["code"]["sm_80"][2] = ""  # a kernel no architecture digested
+    assert _select(new, ["csrc/other.cu"]).mode == "source"
+
+
+def test_another_toolchain_runs_everything_and_says_why() -> None:
+    new = base_map()
+    new["toolchain"]["CUDA"] = "NVIDIA 12.8.93"
+    s = _select(new, ["csrc/many.cu"])
+    assert s.fallback == "toolchain-changed" and len(s.to_run) == len(s.decisions)
+    assert "12.8.93" in s.summary() and "13.0.88" in s.summary()
+
+
+def test_the_base_map_must_be_of_the_recordings_commit_and_the_new_one_complete() -> None:
+    new = base_map()
+    other = base_map()
+    other["commit"] = "b" * 40
+    assert _select(new, ["csrc/many.cu"], base=other).fallback == "commit-mismatch"
+    broken = base_map()
+    broken.update(incomplete=True, objects=[], reason="2 objects unreadable")
+    s = _select(broken, ["csrc/many.cu"])
+    assert s.fallback == "map-incomplete" and "the change's" in s.fallback_why
+    new["commit"] = "c" * 40  # the change's own build: any commit, even the working tree's
+    assert _select(new, ["csrc/many.cu"]).fallback is None
+
+
+def test_a_recorded_kernel_no_base_map_knows_runs() -> None:
+    recs = [*_tests(), Recording("test_foreign", frozenset({"torch_kernel"}), True, BASE, "rec")]
+    s = select(KernelMap(base_map()), recs, ["csrc/many.cu"], base=[KernelMap(base_map())])
+    assert s.to_run == ["test_foreign"]
+
+
+def _write(path: Path, doc: dict[str, Any]) -> Path:
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return path
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text("".join(json.dumps({"test": r.test, "kernels": sorted(r.kernels), "complete": True,
+                                       "commit": BASE}) + "\n" for r in _tests()))
+    return subprocess.run([sys.executable, "-m", "kernel_symbol_map", "select", "--recordings", str(rec), *args],
+                          capture_output=True, text=True, check=False)
+
+
+def test_cli_output_mode_and_its_json(tmp_path: Path) -> None:
+    new = base_map()
+    _edit(new, "csrc/many.cu", code={0: "d0-new"})
+    proc = _cli(tmp_path, "--map", str(_write(tmp_path / "new.json.gz", new)), "--base-map",
+                str(_write(tmp_path / "base.json.gz", base_map())), "--changed", "csrc/many.cu", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["mode"] == "output" and result["run"] == ["test_k0"]
+    assert result["emitted"]["kernels"] == {"k0": "changed (sm_80)"}
+
+
+@pytest.mark.parametrize("problem", ["missing", "corrupt", "bad digests"])
+def test_cli_a_bad_base_map_is_one_line_and_runs_everything(tmp_path: Path, problem: str) -> None:
+    base = tmp_path / "base.json.gz"
+    if problem == "corrupt":
+        base.write_bytes(b"not a map")
+    elif problem == "bad digests":
+        doc = copy.deepcopy(base_map())
+        doc["objects"][0]["digests"]["code"]["sm_80"] = ["d0"]  # one digest for three symbols
+        _write(base, doc)
+    proc = _cli(tmp_path, "--map", str(_write(tmp_path / "new.json.gz", base_map())), "--base-map", str(base),
+                "--changed", "csrc/many.cu", "--json")
+    assert "Traceback" not in proc.stderr and proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    if problem == "bad digests":  # the map's schema holds, its digests do not match its symbols: sources decide
+        assert result["mode"] == "source" and "malformed" in result["mode_why"]
+        assert result["run"] == ["test_k0", "test_k1", "test_k2"]
+        return
+    assert result["skip"] == [] and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

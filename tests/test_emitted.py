@@ -221,3 +221,18 @@ def test_cli_a_bad_base_map_is_one_line_and_runs_everything(tmp_path: Path, prob
         assert result["run"] == ["test_k0", "test_k1", "test_k2"]
         return
     assert result["skip"] == [] and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_merge_keeps_digests_only_when_every_shard_has_them_and_unites_toolchains() -> None:
+    from kernel_symbol_map import mapformat
+
+    a, b = base_map(), base_map()
+    b["objects"] = [_object("csrc/shard.cu", ["s0"], [], "h-shard", ["s0d"])]
+    assert mapformat.merge([a, b], ["a", "b"])["digests"] == 1
+    b["toolchain"] = {"CUDA": "NVIDIA 12.8.93"}
+    assert mapformat.merge([a, b], ["a", "b"])["toolchain"]["CUDA"] == "NVIDIA 12.8.93, NVIDIA 13.0.88"
+    del b["digests"]
+    merged = mapformat.merge([a, b], ["a", "b"])
+    assert "digests" not in merged
+    s = select(KernelMap(base_map()), _tests(), ["csrc/many.cu"], base=[KernelMap(merged)])
+    assert s.mode == "source" and "no digests" in s.mode_why

@@ -249,6 +249,16 @@ def _union_fields(merged: dict[str, Any], documents: list[dict[str, Any]]) -> No
         values = sorted({p for d in documents if isinstance(d.get(key), str) for p in d[key].split(", ") if p})
         if values:
             merged[key] = ", ".join(values)
+    toolchain: dict[str, set[str]] = {}
+    for d in documents:
+        for language, compiler in d.get("toolchain", {}).items():
+            toolchain.setdefault(language, set()).update(compiler.split(", "))
+    if toolchain:  # shards built by other compilers: a merge that says both
+        merged["toolchain"] = {lang: ", ".join(sorted(c)) for lang, c in sorted(toolchain.items())}
+    schemes = {d.get("digests") for d in documents}
+    merged.pop("digests", None)
+    if len(schemes) == 1 and None not in schemes:  # the digests of one scheme, or none to compare
+        merged["digests"] = schemes.pop()
 
 
 def stats(compiled: int, objects: list[dict[str, Any]], errors: list[dict[str, Any]],

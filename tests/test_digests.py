@@ -63,6 +63,10 @@ RDC = {
                  "__global__ void alone(int* x) { x[threadIdx.x] = 1; }\n",
     "helper.cu": "__device__ int helper(int x) { return x * HELPER_SCALE; }\n"
                  "__global__ void helper_kernel(int* x) { x[0] = helper(x[1]); }\n",
+    # An indirect call: target() is reached only through a pointer a module section holds.
+    "indirect.cu": "__device__ int target(int x) { return x * HELPER_SCALE; }\n"
+                   "__device__ int (*pointer)(int) = target;\n"
+                   "__global__ void through_pointer(int* x) { x[0] = pointer(x[1]); }\n",
 }
 VARIANTS = ["base", "again", "body", "comment", "header", "shared", "constant", "host"]
 
@@ -88,11 +92,11 @@ def digest_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         (src / name).write_text(text)
     for scale in ("2", "3"):
         commands = [[nvcc, "-c", "-rdc=true", "-arch=sm_80", f"-DHELPER_SCALE={scale}", f"{n}.cu", "-o",
-                     str(out / f"{n}{scale}.o")] for n in ("caller", "helper")]
+                     str(out / f"{n}{scale}.o")] for n in ("caller", "helper", "indirect")]
         toolchains.run_all(commands, cwd=src)
         toolchains.run([nvcc, "-dlink", "-arch=sm_80", str(out / f"caller{scale}.o"), str(out / f"helper{scale}.o"),
                         "-o", str(out / f"dlink{scale}.o")], cwd=src)
-        for n in ("caller", "helper", "dlink"):
+        for n in ("caller", "helper", "dlink", "indirect"):
             found[f"{n}{scale}"] = out / f"{n}{scale}.o"
     return found
 
@@ -174,6 +178,14 @@ def test_device_link_resolves_a_callee_of_another_object(digest_corpus: dict[str
     assert before["_Z13helper_kernelPi"] != after["_Z13helper_kernelPi"]
     assert before["_Z5alonePi"] == after["_Z5alonePi"]  # calls nothing: the callee is not its
     assert _digests(digest_corpus["caller2"])[1] == _digests(digest_corpus["caller3"])[1]
+
+
+def test_a_function_reached_only_through_a_pointer_is_every_kernels(digest_corpus: dict[str, Path]) -> None:
+    """No relocation of a kernel names target(); the pointer's initialiser (a module section) does: the
+    function is folded into every kernel of the image."""
+    _, before, _ = _digests(digest_corpus["indirect2"])
+    _, after, _ = _digests(digest_corpus["indirect3"])
+    assert before["_Z15through_pointerPi"] != after["_Z15through_pointerPi"]
 
 
 @pytest.mark.hip

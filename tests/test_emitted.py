@@ -124,6 +124,20 @@ def test_kernels_that_appear_or_go_away_run_their__tests() -> None:
     assert _select(new, ["csrc/other.cu"]).emitted.kernels == {"k2": "removed", "o_new": "added"}
 
 
+def test_a_kernel_changed_only_in_the_device_link_image_runs_its_tests() -> None:
+    """-rdc: the compiling object names its callee unresolved; the device-link object holds the call."""
+    def with_link(digest: str) -> dict[str, Any]:
+        doc = base_map()
+        link = _object("$BUILD/CMakeFiles/ops.dir/cmake_device_link.o", ["k0", "k1", "k2", "o0"], [], "h-link",
+                       ["l0", "l1", "l2", "l3"])
+        link["digests"]["code"]["sm_80"][0] = digest
+        link["device_link"] = True
+        doc["objects"].append(link)
+        return doc
+    s = _select(with_link("l0-new"), ["csrc/many.cu"], base=with_link("l0"))
+    assert s.to_run == ["test_k0"]
+
+
 def test_a_file_no_object_compiles_decides_as_in_source_mode() -> None:
     new = base_map()
     assert _select(new, ["tests/test_ops.py"]).fallback == "file-not-in-map"

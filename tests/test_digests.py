@@ -63,10 +63,15 @@ RDC = {
                  "__global__ void alone(int* x) { x[threadIdx.x] = 1; }\n",
     "helper.cu": "__device__ int helper(int x) { return x * HELPER_SCALE; }\n"
                  "__global__ void helper_kernel(int* x) { x[0] = helper(x[1]); }\n",
-    # An indirect call: target() is reached only through a pointer a module section holds.
+    # Indirect calls: target() is reached only through a pointer a module section holds; target2() through
+    # one another kernel stores at run time.
     "indirect.cu": "__device__ int target(int x) { return x * HELPER_SCALE; }\n"
                    "__device__ int (*pointer)(int) = target;\n"
-                   "__global__ void through_pointer(int* x) { x[0] = pointer(x[1]); }\n",
+                   "__global__ void through_pointer(int* x) { x[0] = pointer(x[1]); }\n"
+                   "__device__ int target2(int x) { return x - HELPER_SCALE; }\n"
+                   "__device__ int (*table[1])(int);\n"
+                   "__global__ void setter(int* x) { table[0] = target2; }\n"
+                   "__global__ void user(int* x) { x[0] = table[0](x[1]); }\n",
 }
 VARIANTS = ["base", "again", "body", "comment", "header", "shared", "constant", "host"]
 
@@ -181,11 +186,15 @@ def test_device_link_resolves_a_callee_of_another_object(digest_corpus: dict[str
 
 
 def test_a_function_reached_only_through_a_pointer_is_every_kernels(digest_corpus: dict[str, Path]) -> None:
-    """No relocation of a kernel names target(); the pointer's initialiser (a module section) does: the
-    function is folded into every kernel of the image."""
+    """No relocation or call of through_pointer names target(), the pointer's initialiser (a module section)
+    does; user calls what setter stored: in SASS and in PTX, each indirect callee is folded into every
+    kernel of the image."""
     _, before, _ = _digests(digest_corpus["indirect2"])
     _, after, _ = _digests(digest_corpus["indirect3"])
-    assert before["_Z15through_pointerPi"] != after["_Z15through_pointerPi"]
+    for kernel in ("_Z15through_pointerPi", "_Z4userPi"):
+        assert before[kernel].keys() == after[kernel].keys() == {"sm_80", "compute_80"}
+        for arch in before[kernel]:
+            assert before[kernel][arch] != after[kernel][arch], (kernel, arch)
 
 
 @pytest.mark.hip

@@ -33,7 +33,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from ._digest import DIGEST_BYTES, feed, new
+from ._digest import DIGEST_BYTES, new
 from .cubinsections import Namer
 from .cuda import STO_CUDA_ENTRY
 from .elf import (
@@ -48,7 +48,6 @@ from .elf import (
     STT_FUNC,
     STT_SECTION,
     ElfFile,
-    Header,
     Symbol,
 )
 

@@ -3,7 +3,10 @@
 An entry's digest covers its own definition, the ``.func`` definitions it
 names, transitively, and every module-level statement (``.version``,
 ``.target``, ``.const`` and ``.global`` data with their initialisers,
-declarations), which is folded into every entry. Comments are left out: the
+declarations), which is folded into every entry, with the ``.func``
+definitions those statements name (a function pointer's initialiser). When
+any definition calls through a register (``call (...), %rd4, ...``), every
+``.func`` is folded in: an indirect call may reach any of them. Comments are left out: the
 assembler ignores them, and nvcc's name the compiler build. Text that does not
 split into statements as expected is digested whole, for every entry, and
 :func:`entry_digests` says so.
@@ -25,6 +28,7 @@ _STRING = regex.compile(rb'"(?:[^"\\\n]|\\.)*"')
 _LINE_DIRECTIVES = regex.compile(rb"\.(?:version|target|address_size|file)\b")
 _DEFINES = regex.compile(rb"\.(entry|func)\s+(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$]*)")
 _IDENTIFIER = regex.compile(rb"[A-Za-z_$%][\w$]*")
+_INDIRECT_CALL = regex.compile(rb"\bcall(?:\.uni)?\s+(?:\([^)]*\)\s*,\s*)?%")
 _BLANK = b" \t\r\n\0"  # the payload ends in a NUL
 
 
@@ -37,22 +41,30 @@ def entry_digests(text: bytes, entries: Iterable[str]) -> tuple[dict[str, str], 
     if split is None:
         whole = hashlib.blake2b(code, digest_size=DIGEST_BYTES).hexdigest()
         return dict.fromkeys(names, whole), False
-    module, defined, funcs = split
+    module, named, defined, funcs = split
     calls = {name: _named(body, funcs.keys() - {name}) for name, body in {**funcs, **defined}.items()}
+    indirect = any(_INDIRECT_CALL.search(body) for body in (*funcs.values(), *defined.values()))
+    folded = set(funcs) if indirect else _closure(calls, *(named & funcs.keys()))
+    every = hashlib.blake2b(module, digest_size=16)
+    for callee in sorted(folded):
+        feed(every, callee.encode(), funcs[callee])
     out = {}
     for name in names:
-        h = hashlib.blake2b(module, digest_size=DIGEST_BYTES)
+        h = hashlib.blake2b(every.digest(), digest_size=DIGEST_BYTES)
         feed(h, name.encode(), defined[name])
-        for callee in sorted(_closure(calls, name) - {name}):
+        for callee in sorted(_closure(calls, name) - {name} - folded):
             feed(h, callee.encode(), funcs[callee])
         out[name] = h.hexdigest()
     return out, True
 
 
-def _split(code: bytes, masked: bytes, names: list[str]) -> tuple[bytes, dict[str, bytes], dict[str, bytes]] | None:
-    """The module's statements (digested), and each entry's and ``.func``'s definition; None when the text
-    does not split so (braces unbalanced, an entry defined twice or not at all)."""
+def _split(code: bytes, masked: bytes, names: list[str]
+           ) -> tuple[bytes, set[str], dict[str, bytes], dict[str, bytes]] | None:
+    """The module's statements (digested, and the names they hold), and each entry's and ``.func``'s
+    definition; None when the text does not split so (braces unbalanced, an entry defined twice or not at
+    all)."""
     module = hashlib.blake2b(digest_size=16)
+    named: set[str] = set()
     entries: dict[str, bytes] = {}
     funcs: dict[str, bytes] = {}
     for start, end in _statements(masked):
@@ -63,6 +75,7 @@ def _split(code: bytes, masked: bytes, names: list[str]) -> tuple[bytes, dict[st
         head = _DEFINES.search(masked, start, brace if brace >= 0 else end)
         if head is None or brace < 0:  # data, a declaration, a directive: every entry's
             feed(module, statement)
+            named |= {m.group().decode(errors="replace") for m in _IDENTIFIER.finditer(masked, start, end)}
             continue
         kind, name = head.group(1), head.group(2).decode(errors="replace")
         table = entries if kind == b"entry" else funcs
@@ -71,7 +84,7 @@ def _split(code: bytes, masked: bytes, names: list[str]) -> tuple[bytes, dict[st
         table[name] = statement
     if sorted(entries) != names:
         return None
-    return module.digest(), entries, funcs
+    return module.digest(), named, entries, funcs
 
 
 def _statements(masked: bytes) -> list[tuple[int, int]]:
@@ -116,8 +129,8 @@ def _named(body: bytes, funcs: set[str]) -> set[str]:
     return {w for m in _IDENTIFIER.finditer(body) if (w := m.group().decode(errors="replace")) in funcs}
 
 
-def _closure(calls: dict[str, set[str]], start: str) -> set[str]:
-    seen, todo = {start}, [start]
+def _closure(calls: dict[str, set[str]], *start: str) -> set[str]:
+    seen, todo = set(start), list(start)
     while todo:
         for nxt in calls.get(todo.pop(), ()):
             if nxt not in seen:

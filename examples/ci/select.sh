@@ -3,9 +3,20 @@
 #
 #   on main:          examples/ci/select.sh record  EVIDENCE_DIR
 #   on a pull request: examples/ci/select.sh select EVIDENCE_DIR origin/main
+#        or, after its build: examples/ci/select.sh select-built EVIDENCE_DIR origin/main
 #   shadow mode:       examples/ci/select.sh shadow EVIDENCE_DIR origin/main
 #
-# EVIDENCE_DIR is wherever your CI keeps artifacts of the main branch's last run.
+# EVIDENCE_DIR is wherever your CI keeps artifacts of the main branch's last run: its wheel (the map
+# inside it, with each kernel's device-code digests) and its recordings.
+#
+# Two flows on a pull request. `select` (source mode) decides from main's map alone: a changed file
+# reaches the kernels of every object compiled from it. It needs nothing of the change's build, so a
+# CI can pick tests before building. `select-built` (output mode) decides after the change's own
+# build, comparing what the two builds emitted (`select --base-map MAIN'S --map THIS BUILD'S`): a
+# kernel whose device code differs, appeared or went away reaches its tests; one edited kernel in a
+# file of 50 runs that kernel's tests, a comment-only edit none. Files no object compiles (CMakeLists,
+# Python, docs) decide as in source mode. A main map without digests (built by an older
+# kernel-symbol-map) makes it decide in source mode, and it says so (NOTE, "mode_why").
 # KSM_SOURCE is anything `pip wheel` takes for kernel-symbol-map (a vendored checkout, or
 # git+https://... of the project): it is on no package index yet, so its wheel goes
 # where pip's isolated builds look (PIP_FIND_LINKS).
@@ -36,10 +47,20 @@ case "$mode" in
     # Exactly the tests in "skip" are deselected (never a prefix); everything else runs.
     pytest tests/ --kernel-select selection.json
     ;;
+  select-built)
+    base=$3
+    # dist/ holds this change's wheel, built above: its map is the change's own build. Main's is the base.
+    kernel-symbol-map select --base-map "$evidence"/dist --map dist --recordings "$evidence"/recordings \
+      --diff "$base" --json > selection.json || true
+    pytest tests/ --kernel-select selection.json
+    ;;
   shadow)
     base=$3
     # Run everything, select anyway, and compare: roll out only once the misses stay at zero.
-    kernel-symbol-map select --map "$evidence"/dist --recordings "$evidence"/recordings \
+    # (KSM_SHADOW_BUILT=1 evaluates select-built's selection instead.)
+    if [ "${KSM_SHADOW_BUILT:-0}" = 1 ]; then maps=(--base-map "$evidence"/dist --map dist)
+    else maps=(--map "$evidence"/dist); fi
+    kernel-symbol-map select "${maps[@]}" --recordings "$evidence"/recordings \
       --diff "$base" --json > selection.json || true
     status=0
     pytest tests/ --junitxml=results.xml || status=$?
@@ -47,7 +68,7 @@ case "$mode" in
     exit $status
     ;;
   *)
-    echo "usage: $0 record|select|shadow EVIDENCE_DIR [BASE]" >&2
+    echo "usage: $0 record|select|select-built|shadow EVIDENCE_DIR [BASE]" >&2
     exit 2
     ;;
 esac

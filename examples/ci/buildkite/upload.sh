@@ -1,13 +1,33 @@
 #!/usr/bin/env bash
-# Upload the test steps of examples/ci/buildkite/steps.json this build needs (see pipeline.yml).
+# Upload the test steps of examples/ci/buildkite/steps.json this build needs.
+#
+#   upload.sh               pipeline.yml: build here, then select from main's map alone (source mode)
+#   upload.sh after-build   pipeline-after-build.yml: after the build step, select by what the two
+#                           builds emitted (output mode: --base-map main's map, --map this build's)
 set -euo pipefail
 here=$(dirname "$0")
-ksm_wheels=$(mktemp -d)
-pip wheel --no-deps "$KSM_SOURCE" -w "$ksm_wheels"
-export PIP_FIND_LINKS="$ksm_wheels"
-pip install 'kernel-symbol-map[record]'
-pip wheel . -w dist --no-deps                    # the CMake package writes the map into the wheel
-buildkite-agent artifact upload 'dist/*.whl'
+flow=${1:-before-build}
+case "$flow" in
+  before-build)
+    "$here/build.sh"                             # installs kernel-symbol-map, builds and keeps dist/*.whl
+    maps=(--map "$KSM_EVIDENCE/dist")
+    ;;
+  after-build)
+    ksm_wheels=$(mktemp -d)                      # select needs kernel-symbol-map, not the project's build
+    pip wheel --no-deps "$KSM_SOURCE" -w "$ksm_wheels"
+    PIP_FIND_LINKS="$ksm_wheels" pip install 'kernel-symbol-map[record]'
+    buildkite-agent artifact download 'dist/*.whl' .   # the build step's wheel: the change's own map
+    # A kernel whose device code differs from main's build (any architecture), or that appeared or went
+    # away, reaches the steps that launched it; an object whose host code differs, the steps that launched
+    # its kernels (every step when it has none). Files no object compiles (CMakeLists, Python) decide as in
+    # source mode. A main map without digests (an older kernel-symbol-map) decides in source mode, and says so.
+    maps=(--base-map "$KSM_EVIDENCE/dist" --map dist)
+    ;;
+  *)
+    echo "usage: $0 [after-build]" >&2
+    exit 2
+    ;;
+esac
 
 if [ "${BUILDKITE_BRANCH}" = "${BUILDKITE_PIPELINE_DEFAULT_BRANCH:-main}" ]; then
   python3 "$here/select_steps.py" record "$here/steps.json" | buildkite-agent pipeline upload
@@ -16,8 +36,9 @@ fi
 
 # Main's last build kept its wheel (the map) and every step's recording in $KSM_EVIDENCE (a shared
 # folder here; an S3 prefix with `aws s3 cp` works the same). Missing evidence is never an error:
-# select then keeps every step, and says why.
-kernel-symbol-map select --map "$KSM_EVIDENCE/dist" --recordings "$KSM_EVIDENCE/recordings" \
+# select then keeps every step, and says why. --diff counts untracked files as changes: dist/ must be
+# git-ignored.
+kernel-symbol-map select "${maps[@]}" --recordings "$KSM_EVIDENCE/recordings" \
   --diff "origin/${BUILDKITE_PULL_REQUEST_BASE_BRANCH:-main}" --json > selection.json || true
 buildkite-agent artifact upload selection.json
 

@@ -7,6 +7,7 @@ Real pytest runs in subprocesses; the selection comes from the real
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import subprocess
@@ -397,3 +398,258 @@ def test_select_steps_on_malformed_input_never_tracebacks(tmp_path: Path, mode: 
         proc = run(good_steps, path)
         assert proc.returncode == 0 and len(json.loads(proc.stdout)["steps"]) == 4, (name, proc.stderr)
         assert "Traceback" not in proc.stderr and "every step runs" in proc.stderr, (name, proc.stderr)
+
+
+# ---- issue 27: the flow that selects after the change's build (output mode, --base-map) -----------------------
+# Maps shaped as `build` writes them: map-level "digests" (the scheme) and "toolchain", and per object
+# "digests": {"host": hex, "code": {arch: [hex per symbol, aligned with "symbols"]}}. csrc/act.cu compiles
+# three kernels into one object, csrc/bind.cpp is host code only (no kernels).
+
+ACT, BIND = "csrc/act.cu", "csrc/bind.cpp"
+KERNELS = (SILU, GELU, OTHER)
+EDITED = "f" * 16  # a digest no build below has
+
+
+def digest(kernel: str, arch: str) -> str:
+    return hashlib.blake2b(f"{kernel} {arch}".encode(), digest_size=8).hexdigest()
+
+
+def digest_map(path: Path, commit: str, *, code: dict[str, str] | None = None, host: str = "a" * 16,
+               host_only: str = "b" * 16, kernels: tuple[str, ...] = KERNELS,
+               toolchain: str = "NVIDIA 13.0.88") -> Path:
+    """A map of ``commit``; ``code`` overrides kernels' sm_80 digests (kernel -> digest)."""
+    code = code or {}
+    columns = {"compute_80": [digest(k, "compute_80") for k in kernels],
+               "sm_80": [code.get(k, digest(k, "sm_80")) for k in kernels]}
+    objects = [
+        {"source": ACT, "target": "ops", "object": "CMakeFiles/ops.dir/csrc/act.cu.o", "device": True,
+         "symbols": list(kernels), "deps": [ACT, "csrc/act.cuh"], "archs": ["sm_80"],
+         "digests": {"host": host, "code": columns}},
+        {"source": BIND, "target": "ops", "object": "CMakeFiles/ops.dir/csrc/bind.cpp.o", "device": False,
+         "symbols": [], "deps": [BIND, "csrc/act.cuh"], "digests": {"host": host_only}},
+    ]
+    doc = {"version": 1, "commit": commit, "cuda": "13.0", "generated_at": "", "build_dirs": ["$BUILD"],
+           "incomplete": False, "errors": [], "stats": {}, "backend": "cuda", "digests": 1,
+           "toolchain": {"CUDA": toolchain, "CXX": "GNU 12.2.0"}, "configure_inputs": ["CMakeLists.txt"],
+           "objects": objects}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return path
+
+
+LAUNCHED = {"tests/test_k.py::test_silu": [SILU], "tests/test_k.py::test_gelu": [GELU],
+            "tests/test_k.py::test_other": [OTHER], "tests/test_k.py::test_both": [SILU, GELU]}
+
+
+def recordings_of(folder: Path, commit: str, launched: dict[str, list[str]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "recorded.jsonl").write_text("".join(
+        json.dumps({"test": t, "kernels": k, "complete": True, "commit": commit}) + "\n" for t, k in launched.items()))
+    return folder
+
+
+def select_json(*args: str) -> dict[str, Any]:
+    proc = ksm("select", *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+# Each case: the change's map (what differs from the base), the changed file, and the tests output mode runs.
+OUTPUT_CASES = {
+    "one kernel's code": (dict(code={GELU: EDITED}), ACT, ["test_both", "test_gelu"]),
+    "nothing emitted differs (a comment)": ({}, ACT, []),
+    "a kernel went away": (dict(kernels=(SILU, OTHER)), ACT, ["test_both", "test_gelu"]),
+    "a kernel appeared": (dict(kernels=(*KERNELS, "_Z3newPf")), ACT, []),  # no test launched it yet
+    "the .cu's host code": (dict(host="c" * 16), ACT, ["test_both", "test_gelu", "test_other", "test_silu"]),
+    "host code of no kernel's": (dict(host_only="c" * 16), BIND, sorted(t.split("::")[1] for t in LAUNCHED)),
+    "a CMakeLists (no object compiles it)": (dict(code={GELU: EDITED}), "CMakeLists.txt",
+                                              sorted(t.split("::")[1] for t in LAUNCHED)),
+}
+
+
+@pytest.mark.parametrize("case", list(OUTPUT_CASES))
+def test_output_mode_runs_exactly_the_tests_of_what_the_build_emitted(tmp_path: Path, case: str) -> None:
+    """Source mode runs every test of act.cu's kernels; output mode only those whose kernels' code differs."""
+    differs, changed, expected = OUTPUT_CASES[case]
+    base = digest_map(tmp_path / "main" / "kernel_symbol_map.json.gz", COMMIT)
+    new = digest_map(tmp_path / "pr" / "kernel_symbol_map.json.gz", "c" * 40, **differs)
+    recordings = recordings_of(tmp_path / "recordings", COMMIT, LAUNCHED)
+    by_output = select_json("--base-map", str(base.parent), "--map", str(new.parent), "--recordings",
+                            str(recordings), "--changed", changed)
+    assert by_output["mode"] == "output" and by_output["mode_why"] == "", by_output["mode_why"]
+    assert [t.split("::")[1] for t in by_output["run"]] == expected, by_output["summary"]
+    assert sorted(by_output["run"] + by_output["skip"]) == sorted(LAUNCHED)
+    by_source = select_json("--map", str(base), "--recordings", str(recordings), "--changed", changed)
+    assert by_source["mode"] == "source"
+    if changed == ACT:  # today's select: the file reaches all three kernels, so every test of them runs
+        assert len(by_source["run"]) == 4 and by_source["fallback"] is None
+    if case == "one kernel's code":
+        assert by_output["emitted"]["kernels"] == {GELU: "changed (sm_80)"}
+        assert by_output["emitted"]["compared"] == 3 and by_output["emitted"]["hosts"] == []
+    if case == "host code of no kernel's":
+        assert by_output["fallback"] == "host-changed"
+    if case.startswith("a CMakeLists"):
+        assert by_output["fallback"] == "configure-input"
+
+
+def test_output_mode_with_a_base_it_cannot_compare_says_so(tmp_path: Path) -> None:
+    """A main map from before digests decides as source mode (NOTE, mode_why); another nvcc runs everything."""
+    recordings = recordings_of(tmp_path / "recordings", COMMIT, LAUNCHED)
+    new = digest_map(tmp_path / "pr.json.gz", "c" * 40, code={GELU: EDITED})
+    old = write_map(tmp_path / "old.json.gz")  # no digests: issue 19's shape (silu.cu, gelu.cu, other.cu)
+    found = select_json("--base-map", str(old), "--map", str(new), "--recordings", str(recordings),
+                        "--changed", "csrc/gelu.cu")
+    assert found["mode"] == "source" and "no digests" in found["mode_why"]
+    assert found["run"] == ["tests/test_k.py::test_both", "tests/test_k.py::test_gelu"]  # by the base's sources
+    other = digest_map(tmp_path / "nvcc13.1.json.gz", "c" * 40, toolchain="NVIDIA 13.1.0")
+    base = digest_map(tmp_path / "base.json.gz", COMMIT)
+    found = select_json("--base-map", str(base), "--map", str(other), "--recordings", str(recordings),
+                        "--changed", ACT)
+    assert found["fallback"] == "toolchain-changed" and len(found["run"]) == 4
+    assert "13.0.88 -> NVIDIA 13.1.0" in found["summary"]
+
+
+# The recipes themselves, run as CI runs them: in a git checkout of the change, with pip and
+# buildkite-agent stubbed (nothing to install or upload here), main's evidence in a folder, the change's
+# own map where the build puts it (dist/), and csrc/act.cu edited by the pull request.
+
+ACT_TESTS = '''
+def test_silu():
+    pass
+
+def test_gelu():
+    pass
+
+def test_other():
+    pass
+
+def test_both():
+    pass
+'''
+
+
+def checkout(tmp: Path, vendored: tuple[str, ...] = ()) -> tuple[Path, str]:
+    """A git clone of the project at main's commit (also origin/main), with the pull request's edit to act.cu;
+    ``vendored``: files of examples/ci/ the project keeps at the same paths (tracked, as a CI config's are)."""
+    project = tmp / "project"
+    files = [(ACT, "// silu, gelu, other\n"), (BIND, "// bindings\n"), ("CMakeLists.txt", "project(p)\n"),
+             ("tests/test_k.py", ACT_TESTS), ("pytest.ini", "[pytest]\n")]
+    files += [(f"examples/ci/{name}", (ROOT / "examples" / "ci" / name).read_text()) for name in vendored]
+    for path, text in files:
+        (project / path).parent.mkdir(parents=True, exist_ok=True)
+        (project / path).write_text(text)
+    git = ["git", "-C", str(project), "-c", "user.name=ci", "-c", "user.email=ci@example.invalid"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "main"], ["update-ref", "refs/remotes/origin/main",
+                                                                                 "HEAD"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    (project / ACT).write_text("// silu, gelu (edited), other\n")
+    return project, sha
+
+
+def stubs(tmp: Path, uploaded: Path) -> str:
+    """PATH with pip doing nothing and buildkite-agent writing an uploaded pipeline to ``uploaded``."""
+    folder = tmp / "stubs"
+    folder.mkdir()
+    (folder / "pip").write_text("#!/bin/sh\nexit 0\n")
+    (folder / "buildkite-agent").write_text(
+        f'#!/bin/sh\nif [ "$1 $2" = "pipeline upload" ]; then cat > {uploaded}; fi\nexit 0\n')
+    for tool in folder.iterdir():
+        tool.chmod(0o755)
+    return os.pathsep.join([str(folder), str(Path(sys.executable).parent), os.environ["PATH"]])
+
+
+def recipe(command: list[str], where: Path, path: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """A recipe's script; pytest reports every outcome (-rA), and writes no bytecode (an untracked file)."""
+    return subprocess.run(command, cwd=where, capture_output=True, text=True, check=False,
+                          env={**os.environ, "PATH": path, "KSM_SOURCE": "unused: pip is stubbed",
+                               "PYTEST_ADDOPTS": "-rA -p no:cacheprovider", "PYTHONDONTWRITEBYTECODE": "1", **env})
+
+
+def test_select_sh_select_built_runs_the_tests_of_the_changed_kernel_only(tmp_path: Path) -> None:
+    project, sha = checkout(tmp_path)
+    evidence = tmp_path / "evidence"
+    digest_map(evidence / "dist" / "kernel_symbol_map.json.gz", sha)  # main's wheel, here its map alone
+    recordings_of(evidence / "recordings", sha, LAUNCHED)
+    digest_map(project / "dist" / "kernel_symbol_map.json.gz", "c" * 40, code={GELU: EDITED})  # this build's
+    path = stubs(tmp_path, tmp_path / "unused.json")
+    script = str(ROOT / "examples" / "ci" / "select.sh")
+    proc = recipe(["bash", script, "select-built", str(evidence), "origin/main"], project, path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    selection = json.loads((project / "selection.json").read_text())
+    assert selection["changed"] == [ACT] and selection["mode"] == "output", selection["summary"]
+    assert outcomes(proc) == {"tests/test_k.py::test_gelu": "PASSED", "tests/test_k.py::test_both": "PASSED"}
+    # Today's flow on the same change: act.cu reaches all of its kernels, so every test runs.
+    proc = recipe(["bash", script, "select", str(evidence), "origin/main"], project, path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    selection = json.loads((project / "selection.json").read_text())
+    assert selection["mode"] == "source" and selection["changed"] == [ACT] and selection["fallback"] is None
+    assert len(outcomes(proc)) == 4
+
+
+def test_buildkite_after_build_uploads_the_steps_of_the_changed_kernel(tmp_path: Path) -> None:
+    project, sha = checkout(tmp_path)
+    evidence = tmp_path / "evidence"
+    digest_map(evidence / "dist" / "kernel_symbol_map.json.gz", sha)
+    recordings_of(evidence / "recordings", sha, {"kernels": [SILU], "models": [GELU]})  # entrypoints: none
+    digest_map(project / "dist" / "kernel_symbol_map.json.gz", "c" * 40, code={GELU: EDITED})  # the build step's
+    uploaded = tmp_path / "pipeline.json"
+    path = stubs(tmp_path, uploaded)
+    script = str(ROOT / "examples" / "ci" / "buildkite" / "upload.sh")
+    env = {"KSM_EVIDENCE": str(evidence), "BUILDKITE_BRANCH": "fix-gelu", "BUILDKITE_PULL_REQUEST_BASE_BRANCH": "main"}
+    proc = recipe(["bash", script, "after-build"], project, path, **env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    kept = [s.get("key", s.get("label")) for s in json.loads(uploaded.read_text())["steps"]]
+    assert kept == ["models", "entrypoints", ":lint-roller: lint"]  # kernels launched only silu: skipped
+    assert "1 of 4 steps skipped" in proc.stderr
+    # pipeline.yml's flow (select from main's map alone): act.cu reaches silu too, so every step runs.
+    proc = recipe(["bash", script], project, path, **env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(json.loads(uploaded.read_text())["steps"]) == 4 and "0 of 4 steps skipped" in proc.stderr
+    selection = json.loads((project / "selection.json").read_text())
+    assert selection["mode"] == "source" and selection["changed"] == [ACT] and selection["fallback"] is None
+    assert recipe(["bash", script, "before"], project, path, **env).returncode == 2
+
+
+def run_block(workflow: Path, step: str) -> str:
+    """The ``run: |`` script of the step named ``step`` (the workflows are plain enough to read by lines)."""
+    lines = workflow.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip() == f"- name: {step}")
+    at = next(i for i in range(at, len(lines)) if lines[i].strip() == "run: |")
+    indent = len(lines[at + 1]) - len(lines[at + 1].lstrip())
+    block = []
+    for line in lines[at + 1:]:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            break
+        block.append(line[indent:])
+    return "\n".join(block) + "\n"
+
+
+def test_github_actions_after_build_makes_the_matrix_of_the_changed_kernel(tmp_path: Path) -> None:
+    project, sha = checkout(tmp_path, ("select_matrix.py", "suites.json", "buildkite/select_steps.py"))
+    # What the download-artifact steps put in the checkout: main's evidence and this run's wheel.
+    digest_map(project / "evidence" / "dist" / "kernel_symbol_map.json.gz", sha)
+    recordings_of(project / "evidence" / "recordings", sha, {"kernels": [SILU], "models": [GELU]})
+    digest_map(project / "dist" / "kernel_symbol_map.json.gz", "c" * 40, code={GELU: EDITED})
+    workflow = ROOT / "examples" / "ci" / "github-actions-after-build.yml"
+    script = run_block(workflow, "Select by what the two builds emitted")
+    output, summary = tmp_path / "github_output", tmp_path / "summary.md"
+    path = stubs(tmp_path, tmp_path / "unused.json")
+    proc = recipe(["bash", "-e", "-c", script], project, path,
+                  GITHUB_BASE_REF="main", GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary),
+                  RUNNER_TEMP=str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    selection = json.loads((project / "selection.json").read_text())
+    assert selection["changed"] == [ACT] and selection["mode"] == "output", selection["summary"]
+    (line,) = output.read_text().splitlines()
+    assert line.startswith("matrix=")
+    matrix = json.loads(line.removeprefix("matrix="))
+    assert [s["key"] for s in matrix["include"]] == ["models", "entrypoints"]  # kernels launched only silu
+    assert "1 of 2 known tests to run" in summary.read_text()
+    # The test job's condition: no kept suite is exactly this output, and the job is skipped.
+    assert "needs.select.outputs.matrix != '{\"include\":[]}'" in workflow.read_text()
+    recordings_of(project / "evidence" / "recordings", sha, {"kernels": [SILU], "models": [SILU]})
+    output.unlink()
+    assert recipe(["bash", "-e", "-c", script], project, path, GITHUB_BASE_REF="main", GITHUB_OUTPUT=str(output),
+                  GITHUB_STEP_SUMMARY=str(summary), RUNNER_TEMP=str(tmp_path)).returncode == 0
+    assert output.read_text().strip() == 'matrix={"include":[{"key":"entrypoints","command":"pytest tests/entrypoints"}]}'

@@ -7,7 +7,8 @@
 #   shadow mode:       examples/ci/select.sh shadow EVIDENCE_DIR origin/main
 #
 # EVIDENCE_DIR is wherever your CI keeps artifacts of the main branch's last run: its wheel (the map
-# inside it, with each kernel's device-code digests) and its recordings.
+# inside it, with each kernel's device-code digests) and its recordings; outside the checkout, or
+# git-ignored (see --diff below).
 #
 # Two flows on a pull request. `select` (source mode) decides from main's map alone: a changed file
 # reaches the kernels of every object compiled from it. It needs nothing of the change's build, so a
@@ -17,6 +18,9 @@
 # file of 50 runs that kernel's tests, a comment-only edit none. Files no object compiles (CMakeLists,
 # Python, docs) decide as in source mode. A main map without digests (built by an older
 # kernel-symbol-map) makes it decide in source mode, and it says so (NOTE, "mode_why").
+# --diff counts untracked files as changes: the recipe keeps its own (dist/, selection.json) out of it;
+# any other file the build writes into the checkout must be git-ignored.
+#
 # KSM_SOURCE is anything `pip wheel` takes for kernel-symbol-map (a vendored checkout, or
 # git+https://... of the project): it is on no package index yet, so its wheel goes
 # where pip's isolated builds look (PIP_FIND_LINKS).
@@ -30,6 +34,10 @@ export PIP_FIND_LINKS="$ksm_wheels"
 pip install 'kernel-symbol-map[record]'
 pip wheel . -w dist --no-deps          # the CMake package writes the map into the wheel
 pip install dist/*.whl
+# --diff counts every untracked file as a change (a file in no map: everything runs), so this recipe's
+# own files are kept out of it, in this clone only: the pull request's files are all tracked.
+exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")"
+printf '%s\n' /dist/ /selection.json >> "$exclude"
 
 case "$mode" in
   record)

@@ -34,10 +34,14 @@ if [ "${BUILDKITE_BRANCH}" = "${BUILDKITE_PIPELINE_DEFAULT_BRANCH:-main}" ]; the
   exit 0
 fi
 
+# --diff counts every untracked file as a change (a file in no map: everything runs), so this recipe's
+# own files are kept out of it, in this clone only: the pull request's files are all tracked.
+exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")"
+printf '%s\n' /dist/ /selection.json >> "$exclude"
+# Any other file the build writes into the checkout must be git-ignored.
 # Main's last build kept its wheel (the map) and every step's recording in $KSM_EVIDENCE (a shared
 # folder here; an S3 prefix with `aws s3 cp` works the same). Missing evidence is never an error:
-# select then keeps every step, and says why. --diff counts untracked files as changes: dist/ must be
-# git-ignored.
+# select then keeps every step, and says why.
 kernel-symbol-map select "${maps[@]}" --recordings "$KSM_EVIDENCE/recordings" \
   --diff "origin/${BUILDKITE_PULL_REQUEST_BASE_BRANCH:-main}" --json > selection.json || true
 buildkite-agent artifact upload selection.json

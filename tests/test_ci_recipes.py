@@ -54,10 +54,10 @@ def pytest_run(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, cwd=where, check=False)
 
 
-def write_map(path: Path) -> Path:
+def write_map(path: Path, commit: str = COMMIT) -> Path:
     objects = [{"source": s, "target": "ops", "object": f"{s}.o", "device": True, "symbols": [k], "deps": [s]}
                for s, k in (("csrc/silu.cu", SILU), ("csrc/gelu.cu", GELU), ("csrc/other.cu", OTHER))]
-    doc = {"version": 1, "commit": COMMIT, "cuda": "13.0", "generated_at": "", "build_dirs": [],
+    doc = {"version": 1, "commit": commit, "cuda": "13.0", "generated_at": "", "build_dirs": [],
            "incomplete": False, "errors": [], "stats": {}, "objects": objects}
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     return path
@@ -528,12 +528,12 @@ def test_both():
 '''
 
 
-def checkout(tmp: Path, vendored: tuple[str, ...] = ()) -> tuple[Path, str]:
-    """A git clone of the project at main's commit (also origin/main), with the pull request's edit to act.cu;
+def checkout(tmp: Path, vendored: tuple[str, ...] = (), edit: str = ACT) -> tuple[Path, str]:
+    """A git clone of the project at main's commit (also origin/main), with the pull request's edit to ``edit``;
     ``vendored``: files of examples/ci/ the project keeps at the same paths (tracked, as a CI config's are)."""
     project = tmp / "project"
     files = [(ACT, "// silu, gelu, other\n"), (BIND, "// bindings\n"), ("CMakeLists.txt", "project(p)\n"),
-             ("tests/test_k.py", ACT_TESTS), ("pytest.ini", "[pytest]\n")]
+             ("tests/test_k.py", ACT_TESTS), ("pytest.ini", "[pytest]\n"), ("csrc/gelu.cu", "// gelu\n")]
     files += [(f"examples/ci/{name}", (ROOT / "examples" / "ci" / name).read_text()) for name in vendored]
     for path, text in files:
         (project / path).parent.mkdir(parents=True, exist_ok=True)
@@ -543,7 +543,7 @@ def checkout(tmp: Path, vendored: tuple[str, ...] = ()) -> tuple[Path, str]:
                                                                                  "HEAD"]):
         subprocess.run([*git, *args], check=True, capture_output=True)
     sha = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
-    (project / ACT).write_text("// silu, gelu (edited), other\n")
+    (project / edit).write_text((project / edit).read_text() + "// edited by the pull request\n")
     return project, sha
 
 
@@ -649,7 +649,24 @@ def test_github_actions_after_build_makes_the_matrix_of_the_changed_kernel(tmp_p
     # The test job's condition: no kept suite is exactly this output, and the job is skipped.
     assert "needs.select.outputs.matrix != '{\"include\":[]}'" in workflow.read_text()
     recordings_of(project / "evidence" / "recordings", sha, {"kernels": [SILU], "models": [SILU]})
-    output.unlink()
+    output.unlink()  # main's recordings of another run: neither suite launched gelu
     assert recipe(["bash", "-e", "-c", script], project, path, GITHUB_BASE_REF="main", GITHUB_OUTPUT=str(output),
                   GITHUB_STEP_SUMMARY=str(summary), RUNNER_TEMP=str(tmp_path)).returncode == 0
     assert output.read_text().strip() == 'matrix={"include":[{"key":"entrypoints","command":"pytest tests/entrypoints"}]}'
+
+
+def test_github_actions_source_mode_step_selects_from_mains_map(tmp_path: Path) -> None:
+    """Today's flow (github-actions.yml's "Select and run"), its downloads in the checkout: they are no change."""
+    project, sha = checkout(tmp_path, edit="csrc/gelu.cu")
+    (project / "evidence" / "dist").mkdir(parents=True)
+    write_map(project / "evidence" / "dist" / "kernel_symbol_map.json.gz", sha)  # silu.cu, gelu.cu, other.cu
+    recordings_of(project / "evidence" / "recordings", sha, LAUNCHED)
+    (project / "dist").mkdir()
+    (project / "dist" / "project-1.0-py3-none-any.whl").write_bytes(b"the wheel this run built")
+    script = run_block(ROOT / "examples" / "ci" / "github-actions.yml", "Select and run")
+    proc = recipe(["bash", "-e", "-c", script.replace("${{ github.base_ref }}", "main")], project,
+                  stubs(tmp_path, tmp_path / "unused.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    selection = json.loads((project / "selection.json").read_text())
+    assert selection["changed"] == ["csrc/gelu.cu"] and selection["fallback"] is None, selection["summary"]
+    assert outcomes(proc) == {"tests/test_k.py::test_gelu": "PASSED", "tests/test_k.py::test_both": "PASSED"}

@@ -50,8 +50,8 @@ def _source(change: str = "") -> dict[str, str]:
         if i == 12:
             body = "x[threadIdx.x] = ctab[threadIdx.x & 3];"
         lines.append(f"__global__ void kern{i}(float* x) {{ {body} }}")
-    launches = 2 if change == "host" else 1
-    lines.append(f"void launch(float* x) {{ for (int i = 0; i < {launches}; i++) kern0<<<1, 32>>>(x); }}")
+    threads = 64 if change == "host" else 32  # an immediate operand: the host function keeps its size
+    lines.append(f"void launch(float* x) {{ kern0<<<1, {threads}>>>(x); }}")
     add = "2.0f" if change == "header" else "1.0f"
     return {"many.cu": "\n".join(lines) + "\n",
             "h.cuh": f"#pragma once\n__device__ inline float hval(float v) {{ return v + {add}; }}\n"}
@@ -65,6 +65,9 @@ RDC = {
                  "__global__ void helper_kernel(int* x) { x[0] = helper(x[1]); }\n",
     # Indirect calls: target() is reached only through a pointer a module section holds; target2() through
     # one another kernel stores at run time.
+    # One template kernel instantiated in two objects that `ld -r` joins: two images of one architecture.
+    "tmpl.cu": "template <int N> __global__ void fill(int* x) { x[threadIdx.x] = N * FILL_VALUE; }\n"
+               "template __global__ void fill<1>(int*);\n",
     "indirect.cu": "__device__ int target(int x) { return x * HELPER_SCALE; }\n"
                    "__device__ int (*pointer)(int) = target;\n"
                    "__global__ void through_pointer(int* x) { x[0] = pointer(x[1]); }\n"
@@ -103,6 +106,11 @@ def digest_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                         "-o", str(out / f"dlink{scale}.o")], cwd=src)
         for n in ("caller", "helper", "dlink", "indirect"):
             found[f"{n}{scale}"] = out / f"{n}{scale}.o"
+    toolchains.run_all([[nvcc, "-c", "-arch=sm_80", f"-DFILL_VALUE={v}", "tmpl.cu", "-o", str(out / f"tmpl{v}.o")]
+                        for v in ("1", "2")], cwd=src)
+    for pair, second in (("joined_same", "1"), ("joined_other", "2")):
+        toolchains.run(["ld", "-r", str(out / "tmpl1.o"), str(out / f"tmpl{second}.o"), "-o", str(out / f"{pair}.o")])
+        found[pair] = out / f"{pair}.o"
     return found
 
 
@@ -195,6 +203,14 @@ def test_a_function_reached_only_through_a_pointer_is_every_kernels(digest_corpu
         assert before[kernel].keys() == after[kernel].keys() == {"sm_80", "compute_80"}
         for arch in before[kernel]:
             assert before[kernel][arch] != after[kernel][arch], (kernel, arch)
+
+
+def test_a_kernel_in_two_images_of_one_architecture_has_both_in_its_digest(digest_corpus: dict[str, Path]) -> None:
+    """ld -r of two objects instantiating one template kernel: the second image's code counts too."""
+    _, same, _ = _digests(digest_corpus["joined_same"])
+    _, other, _ = _digests(digest_corpus["joined_other"])
+    for arch in ("sm_80", "compute_80"):
+        assert same["_Z4fillILi1EEvPi"][arch] != other["_Z4fillILi1EEvPi"][arch], arch
 
 
 @pytest.mark.hip

@@ -70,11 +70,11 @@ RDC = {
                "template __global__ void fill<1>(int*);\n",
     "indirect.cu": "__device__ int target(int x) { return x * HELPER_SCALE; }\n"
                    "__device__ int (*pointer)(int) = target;\n"
-                   "__global__ void through_pointer(int* x) { x[0] = pointer(x[1]); }\n"
-                   "__device__ int target2(int x) { return x - HELPER_SCALE; }\n"
-                   "__device__ int (*table[1])(int);\n"
-                   "__global__ void setter(int* x) { table[0] = target2; }\n"
-                   "__global__ void user(int* x) { x[0] = table[0](x[1]); }\n",
+                   "__global__ void through_pointer(int* x) { x[0] = pointer(x[1]); }\n",
+    "stored.cu": "__device__ int target2(int x) { return x - HELPER_SCALE; }\n"
+                 "__device__ int (*table[1])(int);\n"
+                 "__global__ void setter(int* x) { table[0] = target2; }\n"
+                 "__global__ void user(int* x) { x[0] = table[0](x[1]); }\n",
 }
 VARIANTS = ["base", "again", "body", "comment", "header", "shared", "constant", "host"]
 
@@ -100,11 +100,11 @@ def digest_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         (src / name).write_text(text)
     for scale in ("2", "3"):
         commands = [[nvcc, "-c", "-rdc=true", "-arch=sm_80", f"-DHELPER_SCALE={scale}", f"{n}.cu", "-o",
-                     str(out / f"{n}{scale}.o")] for n in ("caller", "helper", "indirect")]
+                     str(out / f"{n}{scale}.o")] for n in ("caller", "helper", "indirect", "stored")]
         toolchains.run_all(commands, cwd=src)
         toolchains.run([nvcc, "-dlink", "-arch=sm_80", str(out / f"caller{scale}.o"), str(out / f"helper{scale}.o"),
                         "-o", str(out / f"dlink{scale}.o")], cwd=src)
-        for n in ("caller", "helper", "dlink", "indirect"):
+        for n in ("caller", "helper", "dlink", "indirect", "stored"):
             found[f"{n}{scale}"] = out / f"{n}{scale}.o"
     toolchains.run_all([[nvcc, "-c", "-arch=sm_80", f"-DFILL_VALUE={v}", "tmpl.cu", "-o", str(out / f"tmpl{v}.o")]
                         for v in ("1", "2")], cwd=src)
@@ -197,9 +197,9 @@ def test_a_function_reached_only_through_a_pointer_is_every_kernels(digest_corpu
     """No relocation or call of through_pointer names target(), the pointer's initialiser (a module section)
     does; user calls what setter stored: in SASS and in PTX, each indirect callee is folded into every
     kernel of the image."""
-    _, before, _ = _digests(digest_corpus["indirect2"])
-    _, after, _ = _digests(digest_corpus["indirect3"])
-    for kernel in ("_Z15through_pointerPi", "_Z4userPi"):
+    for name, kernel in (("indirect", "_Z15through_pointerPi"), ("stored", "_Z4userPi")):
+        _, before, _ = _digests(digest_corpus[f"{name}2"])
+        _, after, _ = _digests(digest_corpus[f"{name}3"])
         assert before[kernel].keys() == after[kernel].keys() == {"sm_80", "compute_80"}
         for arch in before[kernel]:
             assert before[kernel][arch] != after[kernel][arch], (kernel, arch)

@@ -7,13 +7,14 @@ git repository of its own, so that the map's sources are tracked): one
 ``csrc/many.cu`` of ``--kernels`` kernels, one of which (``k_pick``) calls a
 device function of ``include/pick.cuh``, the header no other kernel uses. It
 is built with CMake and Ninja (nvcc, ``CMAKE_CUDA_ARCHITECTURES=80``: SASS for
-sm_80 and PTX for compute_80), once with the default flags and once with
-``-lineinfo`` in ``CMAKE_CUDA_FLAGS``, each in a build folder of its own; the
-project's sources stay at one path throughout. Each build is mapped with
-``kernel-symbol-map build``: the base map (the recordings' commit), then one map
-per change, rebuilt in the same folder with the change applied (and the file
-restored and rebuilt afterwards). Every kernel has one recorded test that
-launched it alone.
+sm_80 and PTX for compute_80) in three configurations, each in a build folder
+of its own, the project's sources at one path throughout: ``plain`` (default
+flags), ``lineinfo`` (``-lineinfo`` in ``CMAKE_CUDA_FLAGS``) and ``pinned``
+(``-lineinfo``, every source's mtime set to one value before each compile).
+Each build is mapped with ``kernel-symbol-map build``: the base map (the
+recordings' commit), then one map per change, rebuilt in the same folder with
+the change applied (the file is restored and rebuilt afterwards). Every kernel
+has one recorded test that launched it alone.
 
 The changes, and the goal (the tests a perfect selection runs):
 
@@ -24,13 +25,21 @@ The changes, and the goal (the tests a perfect selection runs):
 * ``rebuild``: no edit at all, the object rebuilt (nvcc's determinism): goal 0.
 
 For each: the tests today's ``select`` runs (source mode: ``--map BASE
---changed FILE``) and output mode's (``--map NEW --base-map BASE --changed
-FILE``), and what output mode saw (kernels whose device code differs, objects
-whose host code differs). ``-lineinfo`` puts each kernel's line table in its
-device code (``.nv_debug_line_sass`` for SASS, ``.loc`` in PTX): a change that
-moves lines changes the code of every kernel below it, which output mode then
-rightly runs (their images differ), so the comment-only goal of 0 holds only
-without it. Figures, not a test: nothing here is timed against a limit.
+--changed FILE``, the file reaches all the object's kernels) and output
+mode's (``--map NEW --base-map BASE --changed FILE``), and what output mode
+saw (kernels whose device code differs, objects whose host code differs).
+
+What ``-lineinfo`` does (nvcc 13.0, measured section by section): the cubin
+gains ``.debug_line``, whose file table holds each source's path, *mtime and
+size*, and ``.nv_debug_ptx_txt``, the whole module's PTX text; both are
+module-level sections, which the digest folds into every kernel. So any edit
+changes every kernel of the file (``body``: ``.nv_debug_ptx_txt``;
+``comment``: ``.debug_line``, and the PTX ``.loc`` lines of every kernel below
+it; ``header``: both), and so does a mere rebuild of an unchanged file from a
+fresh checkout (a new mtime in ``.debug_line``): with ``-lineinfo``, output
+mode runs every test of the file, as source mode does (safe, nothing saved).
+``pinned`` shows the mtime alone: the rebuild then changes nothing. Figures,
+not a test: nothing here is timed against a limit.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@
 # CI can pick tests before building. `select-built` (output mode) decides after the change's own
 # build, comparing what the two builds emitted (`select --base-map MAIN'S --map THIS BUILD'S`): a
 # kernel whose device code differs, appeared or went away reaches its tests; one edited kernel in a
-# file of 50 runs that kernel's tests, a comment-only edit none. Files no object compiles (CMakeLists,
+# file of 50 runs that kernel's tests, a comment-only edit none (without -lineinfo, which puts line
+# tables and the PTX text in every image: bench/bench_emitted.py). Files no object compiles (CMakeLists,
 # Python, docs) decide as in source mode. A main map without digests (built by an older
 # kernel-symbol-map) makes it decide in source mode, and it says so (NOTE, "mode_why").
 # --diff counts untracked files as changes: the recipe keeps its own (dist/, selection.json) out of it;

@@ -12,7 +12,8 @@ through the relocations of its code and the ``.nv.callgraph``: calls and taken a
 
 * its SASS (the ``Function : name`` block of ``-sass``), its resource usage (``-res-usage``:
   registers, stack, shared, local, constant banks), its own sections (``.text.<f>``,
-  ``.rel[a].text.<f>``, ``.nv.constant0.<f>``, ``.nv.info.<f>``, ``.nv.shared.<f>``...), the
+  ``.rel[a].text.<f>``, ``.nv.constant0.<f>``, ``.nv.info.<f>``, ``.nv.shared.<f>``...: contents,
+  and size, type and flags from the section table, as a section with no data prints none), the
   records of the module's ``.nv.info`` that name it, and its symbols;
 * and the module's data, folded into every kernel of the image: every other section (the
   ``.nv.constant<N>`` banks of ``__constant__`` variables and compiler constants,
@@ -41,7 +42,9 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import shutil
 import subprocess
+import sys
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -51,15 +54,13 @@ import regex
 from elftools.elf.elffile import ELFFile
 from oracle import _host
 
+
 class OracleError(Exception):
     """A listing the oracle does not understand: it refuses rather than guesses."""
 
 
 def cuobjdump() -> str | None:
     """PyPI's cuobjdump 13.5, with nvdisasm beside it (the test extra), else one on PATH next to an nvdisasm."""
-    import shutil
-    import sys
-
     folder = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages" \
         / "nvidia" / "cu13" / "bin"
     if (folder / "cuobjdump").is_file() and (folder / "nvdisasm").is_file():
@@ -181,8 +182,10 @@ def _reach(start: str, edges: dict[str, set[str]]) -> set[str]:
 
 # -- a cubin: -elf, then -res-usage, then -sass ---------------------------------------------------------------
 
-SECTION_ROW = regex.compile(r"^\s*([0-9a-f]+)\s+[0-9a-f]+\s+[0-9a-f]+\s+[0-9a-f]+\s+[0-9a-f]+\s+\S+\s+[0-9a-f]+"
+# Index Offset Size ES Align Type Flags Link Info Name (Link and Info are indices: not kept)
+SECTION_ROW = regex.compile(r"^\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a-f]+)\s+([0-9a-f]+)\s+(\S+)\s+([0-9a-f]+)"
                             r"\s+[0-9a-f]+\s+[0-9a-f]+\s+(\S+)$")
+PARSED = (".strtab", ".shstrtab", ".symtab", ".nv.callgraph", ".nv.prototype")  # read for what they name
 FUNCTION = regex.compile(r"(?m)^\t\tFunction : (\S+)$")
 RECORD = regex.compile(r"(?m)^\t<0x[0-9a-f]+>\n")
 # .nv.info attributes whose value starts with a symbol index (cuobjdump prints it as a number)
@@ -211,7 +214,7 @@ def _cubin(header: str, body: str) -> tuple[list[str], dict[str, list[str]], dic
     res_part, sep, sass_part = rest.partition("\n\tcode for sm_")
     if not sep:
         raise OracleError("a cubin listing without its SASS")
-    sections, contents, symbols = _elf(elf_part)
+    sections, rows, contents, symbols = _elf(elf_part)
     functions = {s.name for s in symbols if s.type == "FUNC"}
     by_index = {s.index: s for s in symbols}
     section_name = {i: n for i, n in sections.items()}
@@ -243,6 +246,10 @@ def _cubin(header: str, body: str) -> tuple[list[str], dict[str, list[str]], dic
         f = s.name if s.type == "FUNC" else owner(where)
         (parts[f] if f else module).append(line)
 
+    for name, row in rows.items():  # sizes: a section with no data (.nv.shared.<f>, .nv.global) prints none
+        if name not in PARSED and not name.startswith((".nv.info", ".rel")) and not any(w in name for w in NOT_CODE):
+            f = owner(name)
+            (parts.setdefault(f, []) if f else module).append(f"section {name} {row}")
     for name, lines in contents.items():
         if name in (".strtab", ".shstrtab", ".symtab") or any(w in name for w in NOT_CODE):
             continue
@@ -321,14 +328,17 @@ def _info_record(record: str, symbol_name) -> tuple[str | None, str]:  # type: i
     return owner, record.strip()
 
 
-def _elf(text: str) -> tuple[dict[int, str], dict[str, list[str]], list[_Symbol]]:
-    """The section table (index -> name), each section's printed contents, and the symbol table."""
+def _elf(text: str) -> tuple[dict[int, str], dict[str, str], dict[str, list[str]], list[_Symbol]]:
+    """The section table (index -> name; name -> size, type and flags), each section's printed contents,
+    and the symbol table."""
     lines = text.splitlines()
     sections: dict[int, str] = {}
+    rows: dict[str, str] = {}
     for line in lines:
         m = SECTION_ROW.match(line)
         if m:
-            sections[int(m.group(1), 16)] = m.group(2)
+            sections[int(m.group(1), 16)] = m.group(7)
+            rows[m.group(7)] = f"size {m.group(2)} es {m.group(3)} align {m.group(4)} {m.group(5)} flags {m.group(6)}"
         elif sections and not line.strip():
             break
     names = set(sections.values())
@@ -362,7 +372,7 @@ def _elf(text: str) -> tuple[dict[int, str], dict[str, list[str]], list[_Symbol]
         ndx = int(fields[7], 16) if fields[7] != "-" else 0
         symbols.append(_Symbol(int(fields[0], 16), fields[1], fields[2], fields[3], fields[4], fields[5], fields[6],
                                ndx, fields[8]))
-    return sections, contents, symbols
+    return sections, rows, contents, symbols
 
 
 CALL = regex.compile(r"\b(CALL\.(REL|ABS)[\w.]*)\s+(?:R\d+\s+)?(0x[0-9a-f]+|`\(([^)]*)\))")

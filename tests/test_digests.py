@@ -90,8 +90,10 @@ def digest_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for variant in VARIANTS:
         for name, text in _source("" if variant in ("base", "again") else variant).items():
             (src / name).write_text(text)
-        for label, arch in (("", SASS), ("-ptx", ["-gencode", "arch=compute_80,code=compute_80"])):
-            if label and variant not in ("base", "body"):
+        for label, arch in (("", SASS), ("-ptx", ["-gencode", "arch=compute_80,code=compute_80"]),
+                            ("-lineinfo", [*SASS, "-lineinfo"])):
+            if label == "-ptx" and variant not in ("base", "body") or \
+                    label == "-lineinfo" and variant not in ("base", "comment", "body"):
                 continue
             found[variant + label] = out / f"{variant}{label}.o"
             toolchains.run([nvcc, "-c", *arch, "-O3", str(src / "many.cu"), "-o", str(found[variant + label])],
@@ -157,6 +159,14 @@ def test_digests_change_for_exactly_the_kernels_a_change_reaches(digest_corpus: 
     changed = _changed(digest_corpus, "base", variant)
     assert changed.get("sm_80", set()) == expected(), "SASS"
     assert changed.get("compute_80", set()) == expected(), "PTX"
+
+
+@pytest.mark.parametrize("variant,expected", [("comment", set()), ("body", kern(7))])
+def test_line_information_is_not_code(digest_corpus: dict[str, Path], variant: str, expected: set[str]) -> None:
+    """-lineinfo adds a line table (with the sources' mtimes) and PTX .loc directives, which a comment moves:
+    the GPU runs neither, so only what the code does counts."""
+    changed = _changed(digest_corpus, "base-lineinfo", f"{variant}-lineinfo")
+    assert changed.get("sm_80", set()) == expected and changed.get("compute_80", set()) == expected
 
 
 def test_every_kernel_has_a_digest_per_architecture(digest_corpus: dict[str, Path]) -> None:

@@ -19,6 +19,9 @@ by an address, an offset between sections or a symbol's index:
   module section holds, or, when some call's target is unknown (an indirect
   call), every device function.
 
+Debug information is left out (``.debug_line``, ``.nv_debug_*``: what
+``-lineinfo`` and ``-G`` add, with the sources' mtimes in its file table):
+the GPU never runs or reads it. ``-G`` changes the code itself, which counts.
 A change to one kernel's body therefore leaves the others' digests alone,
 while anything it cannot attribute changes them all. Hand-written: no library
 reads nvcc's ``.nv.info``/``.nv.callgraph`` records. Their layouts were
@@ -29,11 +32,12 @@ each code) on nvcc 13.0 cubins, whole-program, ``-rdc`` and device-linked.
 from __future__ import annotations
 
 import hashlib
+import pickle
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from ._digest import DIGEST_BYTES, new
+from ._digest import DIGEST_BYTES
 from .cubinsections import Namer
 from .cuda import STO_CUDA_ENTRY
 from .elf import (
@@ -54,7 +58,8 @@ from .elf import (
 MODULE = ""  # the node of what no function owns
 NV_INFO = b".nv.info"
 CALLGRAPH = b".nv.callgraph"
-DEBUG_FRAME = b".debug_frame"
+DEBUG_FRAME = b".debug_frame"  # digested: nvcc writes it for every build, and it follows the code
+DEBUG_PREFIXES = (b".debug_", b".nv_debug_")  # the rest of the debug information: left out
 
 # .nv.info: a u8 format and a u8 attribute, then a u16 value, or (EIFMT_SVAL) a u16 size and that many bytes.
 InfoHead = struct.Struct("<BBH")
@@ -72,8 +77,9 @@ CIE_IDS = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
 
 
 def _part(*fields: bytes | str | int) -> bytes:
-    """One fact as a digest of its fields: a node's facts are sorted, then digested."""
-    return new(*fields, size=16).digest()
+    """One fact as a digest of its fields (pickled: unambiguous, and one C call for tens of thousands of
+    facts per cubin); a node's facts are sorted, then digested."""
+    return hashlib.blake2b(pickle.dumps(fields, protocol=5), digest_size=16).digest()
 
 
 @dataclass
@@ -162,6 +168,8 @@ def kernel_digests(elf: ElfFile) -> dict[str, str]:
         if h.type in (SHT_REL, SHT_RELA):
             relocations.setdefault(h.info, []).append(i)
             continue
+        if h.name != DEBUG_FRAME and h.name.startswith(DEBUG_PREFIXES):
+            continue
         if h.name == DEBUG_FRAME:
             continue  # with its relocations, below
         owner = cubin.section_owner[i]
@@ -174,6 +182,9 @@ def kernel_digests(elf: ElfFile) -> dict[str, str]:
             contents = b"" if h.type == SHT_NOBITS else cubin.data(i)
             graph.add(owner, "section", h.name, h.type, h.flags, h.addralign, h.entsize, registers, h.size, contents)
     for target, sections in relocations.items():
+        debug = 0 <= target < len(cubin.headers) and cubin.headers[target].name.startswith(DEBUG_PREFIXES)
+        if debug and cubin.headers[target].name != DEBUG_FRAME:
+            continue  # relocations of left-out debug information
         if 0 <= target < len(cubin.headers) and cubin.headers[target].name == DEBUG_FRAME:
             _debug_frame(cubin, graph, target, sections)
         else:
@@ -188,41 +199,36 @@ def kernel_digests(elf: ElfFile) -> dict[str, str]:
 
 def _info(cubin: _Cubin, graph: _Graph, index: int, owner: str) -> None:
     """``.nv.info`` attributes: the module's are each given to the function they name (register count,
-    frame and stack sizes); a function's own (``.nv.info.<f>``) stay its, symbol indices named."""
+    frame and stack sizes); a function's own (``.nv.info.<f>``) stay its, symbol indices named. Records
+    that name no symbol are digested as they are, together."""
     data = cubin.data(index)
     name = cubin.headers[index].name
-    records = list(_info_records(data))
-    if sum(len(r) for r in records) != len(data):
-        graph.add(owner, "info", name, data)  # not the layout we know: kept whole, where it is
-        return
-    for record in records:
-        fmt, attr, value = InfoHead.unpack_from(record)
-        payload = record[InfoHead.size :] if fmt == EIFMT_SVAL else b""
-        node = owner
-        if fmt == EIFMT_SVAL and attr == EIATTR_EXTERNS and len(payload) % 4 == 0:
-            named = [cubin.symbol_name(i) for (i,) in U32.iter_unpack(payload)]
-            graph.add(node, "info", name, attr, *named)
-            continue
-        if fmt == EIFMT_SVAL and attr in FIRST_IS_SYMBOL and len(payload) >= 4:
-            (symbol,) = U32.unpack_from(payload)
+    plain = bytearray()  # the owner's records that name no symbol, in order
+    named: dict[str, list[tuple[object, ...]]] = {}  # node -> its records that name symbols, in order
+    at, size, unpack = 0, len(data), InfoHead.unpack_from
+    while at + InfoHead.size <= size:
+        fmt, attr, value = unpack(data, at)
+        sval = fmt == EIFMT_SVAL
+        end = at + InfoHead.size + (value if sval else 0)
+        if end > size:
+            break
+        if sval and attr == EIATTR_EXTERNS and value % 4 == 0:
+            named.setdefault(owner, []).append(
+                (attr, *(cubin.symbol_name(i) for (i,) in U32.iter_unpack(data[at + InfoHead.size : end]))))
+        elif sval and attr in FIRST_IS_SYMBOL and value >= 4:
+            (symbol,) = U32.unpack_from(data, at + InfoHead.size)
             function = cubin.function_at(symbol)
-            if owner == MODULE and function is not None:
-                node = cubin.node_of(function)
-            graph.add(node, "info", name, attr, cubin.symbol_name(symbol), payload[4:])
-            continue
-        graph.add(node, "info", name, fmt, attr, value, payload)
-
-
-def _info_records(data: bytes) -> Iterator[bytes]:
-    """Each attribute record of a ``.nv.info`` section; stops at one that runs past the end."""
-    at = 0
-    while at + InfoHead.size <= len(data):
-        fmt, _attr, value = InfoHead.unpack_from(data, at)
-        end = at + InfoHead.size + (value if fmt == EIFMT_SVAL else 0)
-        if end > len(data):
-            return
-        yield data[at:end]
+            node = cubin.node_of(function) if owner == MODULE and function is not None else owner
+            named.setdefault(node, []).append((attr, cubin.symbol_name(symbol), data[at + InfoHead.size + 4 : end]))
+        else:
+            plain += data[at:end]
         at = end
+    if at != size:  # not the layout we know: kept whole, where it is
+        graph.add(owner, "info", name, data)
+        return
+    graph.add(owner, "info", name, bytes(plain))
+    for node, facts in named.items():
+        graph.add(node, "info-named", name, pickle.dumps(facts, protocol=5))
 
 
 def _callgraph(cubin: _Cubin, graph: _Graph, index: int) -> None:
@@ -318,12 +324,15 @@ def _frame_records(data: bytes) -> list[tuple[int, int, int, int, bool]] | None:
 def _symbols(cubin: _Cubin, graph: _Graph) -> None:
     """Each defined symbol is its section owner's fact; section symbols name sections, undefined ones are
     referred to by name where they are used."""
+    per_node: dict[str, list[tuple[object, ...]]] = {}
     for s in cubin.symbols[1:]:
         if s.type == STT_SECTION or s.shndx == SHN_UNDEF:
             continue
         where = cubin.section_name(s.shndx) if cubin._defined(s) else f"#{s.shndx}"
         node = cubin.section_owner[s.shndx] if cubin._defined(s) else MODULE
-        graph.add(node, "symbol", s.name, s.info, s.other, where, s.value, s.size)
+        per_node.setdefault(node, []).append((s.name, s.info, s.other, where, s.value, s.size))
+    for node, facts in per_node.items():  # in table order: the same symbols in the same order
+        graph.add(node, "symbols", pickle.dumps(facts, protocol=5))
 
 
 def _digests(cubin: _Cubin, graph: _Graph) -> dict[str, str]:

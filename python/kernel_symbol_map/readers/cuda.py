@@ -10,7 +10,7 @@ from .elf import EM_CUDA, SHN_UNDEF, SHT_SYMTAB, STT_FUNC, ElfFile
 STO_CUDA_ENTRY = 0x10
 
 # `.entry name(` or `.entry name` at the start of a (possibly `.visible`/`.weak`) directive.
-_PTX_ENTRY = regex.compile(rb"^\s*(?:\.(?:visible|weak|extern)\s+)*\.entry\s+([\w$%.]+)", regex.M)
+_PTX_ENTRY = regex.compile(rb"^[ \t]*(?:\.(?:visible|weak|extern)\s+)*\.entry\s+([\w$%.]+)", regex.M)
 
 
 def cubin_kernels(blob: Blob) -> frozenset[str]:

@@ -6,7 +6,10 @@ names, transitively, and every module-level statement (``.version``,
 declarations), which is folded into every entry, with the ``.func``
 definitions those statements name (a function pointer's initialiser). When
 any definition calls through a register (``call (...), %rd4, ...``), every
-``.func`` is folded in: an indirect call may reach any of them. Comments are left out: the
+``.func`` is folded in: an indirect call may reach any of them. Line
+information (``.loc`` and ``.file`` directives, ``.section .debug_*``, what
+``-lineinfo`` adds) is left out with the comments: it only maps code to source
+lines. Comments are left out: the
 assembler ignores them, and nvcc's name the compiler build. Text that does not
 split into statements as expected is digested whole, for every entry, and
 :func:`entry_digests` says so.
@@ -19,6 +22,8 @@ from collections.abc import Iterable
 
 import regex
 
+from . import cuda
+from ._blob import Blob
 from ._digest import DIGEST_BYTES, feed
 
 # Strings are kept (a .file directive's path), comments dropped: neither may hold structure.
@@ -29,15 +34,27 @@ _LINE_DIRECTIVES = regex.compile(rb"\.(?:version|target|address_size|file)\b")
 _DEFINES = regex.compile(rb"\.(entry|func)\s+(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$]*)")
 _IDENTIFIER = regex.compile(rb"[A-Za-z_$%][\w$]*")
 _INDIRECT_CALL = regex.compile(rb"\bcall(?:\.uni)?\s+(?:\([^)]*\)\s*,\s*)?%")
-_BLANK = b" \t\r\n\0"  # the payload ends in a NUL
+_STOPS = regex.compile(rb"[{};]")  # what ends a statement at the top level
+_LINE_COMMENT = regex.compile(rb"//[^\n]*")
+_LOC = regex.compile(rb"^[ \t]*\.loc\b[^\n]*", regex.M)  # inside bodies: line information
+_DEBUG_STATEMENT = regex.compile(rb"\.file\b|\.section\s+\.debug_")  # at the top level: line information
+_NONBLANK = regex.compile(rb"[^ \t\r\n\0]")  # the payload ends in a NUL
 
 
-def entry_digests(text: bytes, entries: Iterable[str]) -> tuple[dict[str, str], bool]:
-    """Each entry's digest (hex), and whether they are per entry (False: every entry has the text's)."""
-    names = sorted(entries)
-    code = _LEXEMES.sub(lambda m: m.group() if m.group().startswith(b'"') else b" ", text)
-    masked = _STRING.sub(lambda m: b'"' + b"x" * (len(m.group()) - 2) + b'"', code)
-    split = _split(code, masked, names)
+def entry_digests(text: bytes, entries: Iterable[str] | None = None) -> tuple[dict[str, str], bool]:
+    """Each entry's digest (hex), and whether they are per entry (False: every entry has the text's).
+
+    ``entries``: the names ``cuda.ptx_entries`` gives; without them, the entries the text defines, as
+    many as it has ``.entry`` directives."""
+    if b'"' in text or b"/*" in text:
+        code = _LEXEMES.sub(lambda m: m.group() if m.group().startswith(b'"') else b" ", text)
+        masked = _STRING.sub(lambda m: b'"' + b"x" * (len(m.group()) - 2) + b'"', code)
+    else:  # nvcc's PTX: line comments only, no strings
+        code = masked = _LINE_COMMENT.sub(b" ", text)
+    if b".loc" in code:
+        code, masked = _LOC.sub(b"", code), _LOC.sub(b"", masked)
+    split = _split(code, masked, None if entries is None else sorted(entries))
+    names = sorted(split[2]) if split is not None else sorted(entries or cuda.ptx_entries(Blob.from_bytes("PTX", text), text))
     if split is None:
         whole = hashlib.blake2b(code, digest_size=DIGEST_BYTES).hexdigest()
         return dict.fromkeys(names, whole), False
@@ -58,7 +75,7 @@ def entry_digests(text: bytes, entries: Iterable[str]) -> tuple[dict[str, str], 
     return out, True
 
 
-def _split(code: bytes, masked: bytes, names: list[str]
+def _split(code: bytes, masked: bytes, names: list[str] | None
            ) -> tuple[bytes, set[str], dict[str, bytes], dict[str, bytes]] | None:
     """The module's statements (digested, and the names they hold), and each entry's and ``.func``'s
     definition; None when the text does not split so (braces unbalanced, an entry defined twice or not at
@@ -73,6 +90,8 @@ def _split(code: bytes, masked: bytes, names: list[str]
         statement = code[start:end]
         brace = masked.find(b"{", start, end)
         head = _DEFINES.search(masked, start, brace if brace >= 0 else end)
+        if _DEBUG_STATEMENT.match(masked, start):
+            continue
         if head is None or brace < 0:  # data, a declaration, a directive: every entry's
             feed(module, statement)
             named |= {m.group().decode(errors="replace") for m in _IDENTIFIER.finditer(masked, start, end)}
@@ -82,7 +101,7 @@ def _split(code: bytes, masked: bytes, names: list[str]
         if name in table:
             return None
         table[name] = statement
-    if sorted(entries) != names:
+    if (sorted(entries) != names) if names is not None else len(entries) != masked.count(b".entry"):
         return None
     return module.digest(), named, entries, funcs
 
@@ -91,42 +110,63 @@ def _statements(masked: bytes) -> list[tuple[int, int]]:
     """Top-level statements as ``(start, end)``: up to a ``;`` or the ``}`` that closes a body, or a
     line-ending directive's newline; a last ``(start, -1)`` when braces do not balance."""
     out = []
-    at, depth, start, opened = 0, 0, -1, -1
-    size = len(masked)
-    while at < size:
-        c = masked[at]
-        if start < 0:
-            if c in _BLANK:
-                at += 1
-                continue
-            start = at
-            if _LINE_DIRECTIVES.match(masked, at):
-                end = masked.find(b"\n", at)
-                end = size if end < 0 else end
-                out.append((start, end))
-                at, start = end, -1
-                continue
-        if c == 0x7B:  # {
-            depth += 1
-            opened = at if depth == 1 else opened
-        elif c == 0x7D:  # }
-            depth -= 1
-            if depth < 0:
+    at, size = 0, len(masked)
+    while True:
+        m = _NONBLANK.search(masked, at)
+        if m is None:
+            return out
+        start = m.start()
+        if _LINE_DIRECTIVES.match(masked, start):
+            end = masked.find(b"\n", start)
+            end = size if end < 0 else end
+            out.append((start, end))
+            at = end
+            continue
+        m = _STOPS.search(masked, start)
+        if m is None:
+            return [*out, (start, -1)]
+        pos = m.end()
+        if masked[m.start()] == 0x3B:  # ;
+            out.append((start, pos))
+        elif masked[m.start()] == 0x7D:  # } before any {
+            return [*out, (start, -1)]
+        else:
+            end = _closing(masked, m.start())
+            if end < 0:
                 return [*out, (start, -1)]
-            if depth == 0 and not masked[start:opened].rstrip().endswith(b"="):  # a body, not "= {...};"
-                out.append((start, at + 1))
-                start = -1
-        elif c == 0x3B and depth == 0:  # ;
-            out.append((start, at + 1))
-            start = -1
-        at += 1
-    if depth or start >= 0 and masked[start:].strip(_BLANK):
-        return [*out, (start, -1)]
-    return out
+            if masked[start : m.start()].rstrip().endswith(b"="):  # "= {...};": data, up to its ";"
+                semicolon = masked.find(b";", end)
+                if semicolon < 0:
+                    return [*out, (start, -1)]
+                end = semicolon + 1
+            out.append((start, end))
+            pos = end
+        at = pos
+
+
+def _closing(masked: bytes, opened: int) -> int:
+    """Just past the ``}`` that closes the ``{`` at ``opened``, or -1; braces found with ``bytes.find``
+    (a body is most of the text: a byte-by-byte walk, even by regex, costs more than the digest)."""
+    depth, at = 1, opened + 1
+    next_open = masked.find(b"{", at)
+    while True:
+        close = masked.find(b"}", at)
+        if close < 0:
+            return -1
+        while 0 <= next_open < close:
+            depth += 1
+            next_open = masked.find(b"{", next_open + 1)
+        depth -= 1
+        if depth == 0:
+            return close + 1
+        at = close + 1
 
 
 def _named(body: bytes, funcs: set[str]) -> set[str]:
-    return {w for m in _IDENTIFIER.finditer(body) if (w := m.group().decode(errors="replace")) in funcs}
+    if not funcs:
+        return set()
+    wanted = {f.encode(): f for f in funcs}
+    return {wanted[w] for w in _IDENTIFIER.findall(body) if w in wanted}
 
 
 def _closure(calls: dict[str, set[str]], *start: str) -> set[str]:

@@ -169,7 +169,7 @@ def _from_fatbin(blob: Blob, digests: bool) -> Iterator[Image]:
 
 def _ptx(blob: Blob, arch: str, text: bytes, size: int, stored: int) -> Image:
     """A PTX image, decompressed for its entries' digests."""
-    found, per_entry = entry_digests(text, cuda.ptx_entries(blob, text))
+    found, per_entry = entry_digests(text)  # its own entries, as many as its .entry directives
     return Image(arch, PTX, size, stored, digests=found, per_kernel=per_entry)
 
 

@@ -233,3 +233,21 @@ def test_hip_code_objects_are_digested_whole(hip_corpus: dict[str, Path]) -> Non
         assert len({archs[arch] for archs in kernels.values() if arch in archs}) == 1
     _, rdc, rdc_whole = _digests(hip_corpus["clang_rdc.o"])  # bitcode: no final code, digested whole
     assert rdc and rdc_whole
+
+
+# What scheme 1 gives for committed objects (tests/data/fuzz/objects): a change to how any digest is taken
+# changes these, and must bump mapformat.digests.SCHEME, or a base map of the old definition would be
+# compared with a new one and every kernel would look changed.
+PINNED = {
+    'cuda.o': {'host': '022f34390e0c7860', 'code': {'sm_80': ['5948bd219c3f2cfd', 'ad1146e045543df1', '5beedf756c0b8f14', '9094b7549a2fedb9', '0b55f3029ec19e74']}},
+    'cuda_ptx.o': {'host': '83d94e1e85156f39', 'code': {'compute_90': ['cd96c6452e60c358', '75ef10cfaaea200e', 'dd116c9119c9a8e6']}},
+    'cuda_rdc.o': {'host': '8a2e055aea37e6ec', 'code': {'sm_80': ['ca1a6ed03c79b0e6']}},
+    'hip.o': {'host': 'e1852b77f94bf77c', 'code': {'gfx90a': ['985501757dc7e861', '985501757dc7e861', '985501757dc7e861']}, 'whole': ['gfx90a']},
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_the_digest_scheme_is_pinned(name: str) -> None:
+    _, _, packed = _read_and_measure(read_kernels, Path(__file__).parent / "data" / "fuzz" / "objects" / name)
+    assert map_digests.SCHEME == 1 and packed == PINNED[name], \
+        "a digest's definition changed: bump mapformat.digests.SCHEME and update PINNED"

@@ -533,7 +533,8 @@ def _check(tree: Tree, change: Change, tmp: Path) -> list[str]:
     tree.rebuild(change.reconfigure, change.configure)
     diff = oracle.compare(before, tree.snapshot())
     kdiff = None
-    if tree.kind == "cuda" and (change.kernels is not None or change.no_effect or any(r.output for r in change.runs)):
+    if tree.kind == "cuda" and (change.kernels is not None or change.no_effect
+                                or (_output_mode() and any(r.output for r in change.runs))):
         # the output-mode base is the build the base map was made of (for a stale map: before the checkout)
         kdiff = kernel_oracle.compare(tree.kernel_base(), tree.kernel_snapshot())
     if change.no_effect:

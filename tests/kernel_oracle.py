@@ -22,9 +22,12 @@ through the relocations of its code and the ``.nv.callgraph``: calls and taken a
 
 Left out, as not code: notes (``.note.nv.*``: the tools' names and command lines), debug sections
 (``.debug_*``, ``.nv_debug_*`` and their relocations), the string tables (names are read where they
-are used). A kernel's digest in PTX covers its ``.entry``, every ``.func`` it names (transitively),
-and the module's text outside any function body (``.version``, ``.target``, variables with their
-initialisers, declarations).
+are used), and line information in PTX (``.loc``, ``.file``, ``.section .debug_*``) and an image's
+``identifier`` (its source's path, which ``-lineinfo`` adds). A kernel's digest in PTX covers its
+``.entry``, every ``.func`` it names (transitively), and the module's text outside any function body
+(``.version``, ``.target``, variables with their initialisers, declarations), and the image's
+``ptxasOptions``. (The cubin's ELF flags are kept: ``-lineinfo`` sets one whose meaning is not
+documented.)
 
 Normalised, because they are references, not contents: symbol indices (in ``.nv.info`` records, the
 callgraph, prototypes) become the names they index, and the records' ordinals (``<0x3>``, positions
@@ -139,6 +142,7 @@ def _listing(exe: str, path: Path) -> str:
 # -- the listing, image by image ----------------------------------------------------------------------------
 
 IMAGE = regex.compile(r"(?m)^Fatbin (elf|ptx) code:\n=+\n")
+NOT_CODE_HEADER = ("identifier = ",)  # the source's path, with -lineinfo
 
 
 def kernels_of_listing(text: str) -> dict[str, dict[str, str]]:
@@ -161,6 +165,7 @@ def material(text: str) -> dict[str, dict[str, list[str]]]:
         label = ("sm_" if m.group(1) == "elf" else "compute_") + arch.group(1)
         n = counts.get(label, 0)
         counts[label] = n + 1
+        header = "\n".join(line for line in header.splitlines() if not line.startswith(NOT_CODE_HEADER))
         module, parts, closures = _cubin(header, body) if m.group(1) == "elf" else _ptx(header, body)
         for kernel, closure in closures.items():
             lines = [f"M {line}" for line in module]
@@ -397,12 +402,15 @@ def _check_calls(function: str, block: str) -> None:
 # -- PTX ----------------------------------------------------------------------------------------------------
 
 PTX_FUNCTION = regex.compile(r"(?m)^[ \t]*(?:\.(?:visible|weak|extern)[ \t]+)*\.(entry|func)\b")
+PTX_LINES = regex.compile(r"(?m)^[ \t]*\.(?:loc|file)\b[^\n]*$")  # line information: not code
+PTX_DEBUG = regex.compile(r"(?ms)^[ \t]*\.section[ \t]+\.debug\w*[ \t]*\{.*?^[ \t]*\}")
 TOKEN = regex.compile(r"[A-Za-z_$][\w$]*")
 
 
 def _ptx(header: str, body: str) -> tuple[list[str], dict[str, list[str]], dict[str, set[str]]]:
     """Each .entry: the module outside function bodies, its own text, and every .func it names, transitively."""
     module = [line for line in header.splitlines() if line.strip()]
+    body = PTX_LINES.sub("", PTX_DEBUG.sub("", body))
     items: dict[str, str] = {}
     entries: set[str] = set()
     outside: list[str] = []

@@ -175,3 +175,10 @@ def test_compare_and_must_run() -> None:
     tests = {"t1": {"k1"}, "t2": {"k2"}, "t4": set()}
     assert diff.must_run(tests, {"host.o": {"t4"}, "x.o": {"t1", "t2"}}) == {"t1", "t2", "t4"}
     assert compare(a, a).objects_changed == []
+
+
+def test_ptx_line_information_is_not_code() -> None:
+    lined = PTX.replace("mov.u32 %r1, 2;", ".loc\t1 12 3\nmov.u32 %r1, 2;").replace(".address_size 64",
+                                                                                   '.address_size 64\n.file\t1 "/x/k.cu"')
+    assert ptx(lined) == ptx(PTX)
+    assert ptx(PTX.replace("mov.u32 %r1, 2;", "mov.u32 %r1, 2;\nmov.u32 %r2, 2;")) != ptx(PTX)

@@ -496,7 +496,8 @@ CORPUS = [
     Change("a host function in a file of kernels", ("27.8 host-only changes",),
            lambda s: edit(s / MANY, "return 41;", "return 42;"), kernels=frozenset()),
     # The change's build is configured with other flags than the base map's: every kernel of many
-    # differs (-lineinfo: PTX .loc lines, the image's identifier and ELF flags) where the diff names one.
+    # differs where the diff names one (-lineinfo: the cubin's ELF flags, PTX's ptxasOptions; the line
+    # information itself is not code, to the kernel oracle).
     # The flag is many's alone (ORACLE_MANY_FLAGS): -DCMAKE_CUDA_FLAGS=-lineinfo recompiles every
     # object (a minute more; output mode then ran 43 of 44 tests, all 42 kernels differing).
     Change("a base map built with other flags", ("27.12 a base map built with other flags",),

@@ -31,6 +31,7 @@ each code) on nvcc 13.0 cubins, whole-program, ``-rdc`` and device-linked.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import pickle
 import struct
@@ -282,8 +283,10 @@ def _debug_frame(cubin: _Cubin, graph: _Graph, index: int, relocation_sections: 
             graph.add(MODULE, "reloc", ".debug_frame", r.offset, r.type, cubin.symbol_name(r.symbol), r.addend)
         return
     cies = {start: data[start:end] for start, end, _id_at, _id_size, is_cie in records if is_cie}
+    relocs.sort()
+    offsets = [r.offset for r in relocs]
     for start, end, id_at, id_size, is_cie in records:
-        inside = [r for r in relocs if start <= r.offset < end]
+        inside = relocs[bisect.bisect_left(offsets, start) : bisect.bisect_left(offsets, end)]
         functions = {f for r in inside if (f := cubin.function_at(r.symbol)) is not None}
         nodes = {cubin.node_of(f) for f in functions}
         node = nodes.pop() if len(nodes) == 1 else MODULE
@@ -294,7 +297,7 @@ def _debug_frame(cubin: _Cubin, graph: _Graph, index: int, relocation_sections: 
         elif not inside:
             continue  # a CIE is in the digest of every FDE that points to it
         graph.add(node, "frame", body, *(_part(r.offset - start, r.type, cubin.symbol_name(r.symbol), r.addend)
-                                         for r in sorted(inside)))
+                                         for r in inside))
 
 
 def _frame_records(data: bytes) -> list[tuple[int, int, int, int, bool]] | None:

@@ -189,6 +189,20 @@ def test_the_base_map_must_be_of_the_recordings_commit_and_the_new_one_complete(
     assert _select(new, ["csrc/many.cu"]).fallback is None
 
 
+def test_an_output_mode_fallback_before_any_comparison_says_so() -> None:
+    """Output mode was asked for: a fallback on the evidence is output mode's answer, with why."""
+    stale = base_map()
+    stale.update(incomplete=True, objects=[], reason="2 objects are older than their sources")
+    s = _select(base_map(), ["csrc/many.cu"], base=stale)
+    assert s.mode == "output" and s.fallback == "map-incomplete" and "older than" in s.summary()
+    s = _select(base_map(), [])
+    assert s.mode == "output" and s.fallback == "no-changes"
+    base = base_map()
+    del base["digests"]
+    s = _select(base_map(), ["tests/test_ops.py"], base=base)  # sources decide, and fall back
+    assert s.mode == "source" and s.fallback == "file-not-in-map" and "no digests" in s.mode_why
+
+
 def test_a_recorded_kernel_no_base_map_knows_runs() -> None:
     recs = [*_tests(), Recording("test_foreign", frozenset({"torch_kernel"}), True, BASE, "rec")]
     s = select(KernelMap(base_map()), recs, ["csrc/many.cu"], base=[KernelMap(base_map())])

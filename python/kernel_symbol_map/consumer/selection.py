@@ -225,7 +225,8 @@ def select(
     tests = all_tests(recordings, unreadable, rules)
 
     def fallback(code: str, why: str, files: list[Reach] | None = None) -> Selection:
-        return everything(tests, changed, code, why, rules, files or [], options.canonical)
+        found = everything(tests, changed, code, why, rules, files or [], options.canonical)
+        return found if base is None else dataclasses.replace(found, mode="output")  # asked for, and why not
 
     if any(u.tests is None for u in unreadable):
         u = next(u for u in unreadable if u.tests is None)
@@ -242,10 +243,10 @@ def select(
         return _by_sources(kmaps, tests, recordings, changed, options, unreadable, fallback)
     why = emitted.unusable(evidence, kmaps)
     if why is not None and why[0] == emitted.TOOLCHAIN:
-        return _in_output_mode(fallback(TOOLCHAIN_CHANGED, why[1]), None)
+        return fallback(TOOLCHAIN_CHANGED, why[1])
     if why is not None:  # compare sources, with the base's maps
         found = _by_sources(evidence, tests, recordings, changed, options, unreadable, fallback)
-        return dataclasses.replace(found, mode_why=f"output mode cannot be used: {why[1]}")
+        return dataclasses.replace(found, mode="source", mode_why=f"output mode cannot be used: {why[1]}")
     return _by_output(evidence, kmaps, tests, recordings, changed, options, unreadable, fallback)
 
 

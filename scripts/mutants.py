@@ -580,13 +580,15 @@ MUTANTS = [
            "        if False:\n            continue", (DIGESTS,)),
     Mutant("27.P3", "PTX .loc directives count as code", "readers/ptxdigest.py",
            '    if b".loc" in code:', "    if False:", (DIGESTS,)),
+    Mutant("27.D9", "relocatable cubins have no whole-image digest", "readers/sizes.py",
+           "if digests and elf.type == ET_REL else", "if False else", (DIGESTS,)),
     Mutant("27.P1", "PTX: an indirect call folds no callee into every entry", "readers/ptxdigest.py",
            "folded = set(funcs) if indirect else _closure(calls, *(named & funcs.keys()))",
            "folded = _closure(calls, *(named & funcs.keys()))", (DIGESTS,)),
     Mutant("27.P2", "PTX: an entry's digest leaves out its callees", "readers/ptxdigest.py",
            "for callee in sorted(_closure(calls, name) - {name} - folded):", "for callee in []:", (DIGESTS,)),
     Mutant("27.E1", "a kernel whose digests differ is not changed", "consumer/emitted.py",
-           "elif a != b:", "elif False:", (EMITTED,)),
+           "elif ka[kernel] != kb[kernel]:", "elif False:", (EMITTED,)),
     Mutant("27.E2", "device-link images are not compared", "consumer/emitted.py",
            "for i, o in enumerate(m.objects):",
            'for i, o in enumerate(x for x in m.objects if not x.get("device_link")):', (EMITTED,)),
@@ -612,7 +614,9 @@ MUTANTS = [
            """problem = _without_evidence(kmaps, [], tracked=False, commits=False, side="the change's ")""",
            "problem = None", (EMITTED,)),
     Mutant("27.E11", "a kernel that went away is not changed", "consumer/emitted.py",
-           'found.kernels[kernel] = "removed"', "pass", (EMITTED,)),
+           'how = "removed"', "continue", (EMITTED,)),
+    Mutant("27.E12", "changed relocatable device code reaches no kernel linked with it", "consumer/selection.py",
+           "        reached.setdefault(k, why)", "        pass", (EMITTED,)),
 ]
 
 

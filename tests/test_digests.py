@@ -203,6 +203,17 @@ def test_device_link_resolves_a_callee_of_another_object(digest_corpus: dict[str
     assert _digests(digest_corpus["caller2"])[1] == _digests(digest_corpus["caller3"])[1]
 
 
+def test_relocatable_device_code_has_a_digest_of_its_whole_image(digest_corpus: dict[str, Path]) -> None:
+    """-rdc: helper.o's device function reaches kernels of other objects at a link no map may see; its whole
+    image's digest says when it changed. Whole-program objects are final code and have none."""
+    before = _read_and_measure(read_kernels, digest_corpus["helper2"])[2]
+    after = _read_and_measure(read_kernels, digest_corpus["helper3"])[2]
+    assert before["relocatable"].keys() == {"sm_80"} and before["relocatable"] != after["relocatable"]
+    assert _read_and_measure(read_kernels, digest_corpus["caller2"])[2]["relocatable"] == \
+        _read_and_measure(read_kernels, digest_corpus["caller3"])[2]["relocatable"]
+    assert "relocatable" not in _read_and_measure(read_kernels, digest_corpus["base"])[2]
+
+
 def test_a_function_reached_only_through_a_pointer_is_every_kernels(digest_corpus: dict[str, Path]) -> None:
     """No relocation or call of through_pointer names target(), the pointer's initialiser (a module section)
     does; user calls what setter stored: in SASS and in PTX, each indirect callee is folded into every
@@ -233,6 +244,7 @@ def test_hip_code_objects_are_digested_whole(hip_corpus: dict[str, Path]) -> Non
         assert len({archs[arch] for archs in kernels.values() if arch in archs}) == 1
     _, rdc, rdc_whole = _digests(hip_corpus["clang_rdc.o"])  # bitcode: no final code, digested whole
     assert rdc and rdc_whole
+    assert _read_and_measure(read_kernels, hip_corpus["clang_rdc.o"])[2]["relocatable"]  # linked elsewhere
 
 
 # What scheme 1 gives for committed objects (tests/data/fuzz/objects): a change to how any digest is taken
@@ -241,7 +253,7 @@ def test_hip_code_objects_are_digested_whole(hip_corpus: dict[str, Path]) -> Non
 PINNED = {
     'cuda.o': {'host': '022f34390e0c7860', 'code': {'sm_80': ['5948bd219c3f2cfd', 'ad1146e045543df1', '5beedf756c0b8f14', '9094b7549a2fedb9', '0b55f3029ec19e74']}},
     'cuda_ptx.o': {'host': '83d94e1e85156f39', 'code': {'compute_90': ['cd96c6452e60c358', '75ef10cfaaea200e', 'dd116c9119c9a8e6']}},
-    'cuda_rdc.o': {'host': '8a2e055aea37e6ec', 'code': {'sm_80': ['ca1a6ed03c79b0e6']}},
+    'cuda_rdc.o': {'host': '8a2e055aea37e6ec', 'code': {'sm_80': ['ca1a6ed03c79b0e6']}, 'relocatable': {'sm_80': '4d026057766c6d5f'}},
     'hip.o': {'host': 'e1852b77f94bf77c', 'code': {'gfx90a': ['985501757dc7e861', '985501757dc7e861', '985501757dc7e861']}, 'whole': ['gfx90a']},
 }
 

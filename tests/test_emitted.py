@@ -140,6 +140,69 @@ def test_a_kernel_changed_only_in_the_device_link_image_runs_its_tests() -> None
     assert s.to_run == ["test_k0"]
 
 
+def test_digests_are_compared_object_by_object() -> None:
+    """One template kernel in two objects whose codes swap (a per-file define moved): its set of digests is
+    the same, but each object's code changed."""
+    def two(first: str, second: str) -> dict[str, Any]:
+        return _map([_object("csrc/a.cu", ["tk"], [], "h-a", [first]), _object("csrc/b.cu", ["tk"], [], "h-b", [second])])
+    recs = [Recording("test_tk", frozenset({"tk"}), True, BASE, "rec")]
+    s = select(KernelMap({**two("slow", "fast"), "commit": "c" * 40}), recs, ["csrc/a.cu", "csrc/b.cu"],
+               base=[KernelMap(two("fast", "slow"))])
+    assert s.to_run == ["test_tk"] and s.emitted.kernels == {"tk": "changed (sm_80)"}
+
+
+def test_changed_relocatable_code_reaches_the_kernels_linked_with_it() -> None:
+    """-rdc / -fgpu-rdc: a device function's object (no kernels) changed; the kernels of relocatable code in
+    its target and the targets linked to it may call it, those elsewhere or of final code may not."""
+    def rdc(helper: str) -> dict[str, Any]:
+        objects = [_object("csrc/helper.cu", [], [], "h-helper", [], target="dev"),
+                   _object("csrc/caller.cu", ["k0"], [], "h-caller", ["d0"], target="dev"),
+                   _object("csrc/user.cu", ["k1"], [], "h-user", ["d1"], target="app"),
+                   _object("csrc/far.cu", ["k2"], [], "h-far", ["d2"], target="far"),
+                   _object("csrc/final.cu", ["o0"], [], "h-final", ["e0"], target="dev")]
+        for o, r in zip(objects, [helper, "r-caller", "r-user", "r-far", ""]):
+            if r:
+                o["digests"]["relocatable"] = {"sm_80": r}
+        return _map(objects, target_links={"app": ["dev"]})
+    s = _select(rdc("r-helper-2"), ["csrc/helper.cu"], base=rdc("r-helper-1"))
+    assert s.fallback is None and s.to_run == ["test_k0", "test_k1"]
+    assert "relocatable device code of dev differs" in next(d.why for d in s.decisions if d.test == "test_k1")
+    assert _select(rdc("r-helper-1"), ["csrc/helper.cu"], base=rdc("r-helper-1")).to_run == []
+
+
+def test_the_base_map_passed_as_the_changes_map_is_no_evidence() -> None:
+    s = select(KernelMap(base_map()), _tests(), ["csrc/many.cu"], base=[KernelMap(base_map())])
+    assert s.fallback == "commit-mismatch" and s.mode == "output" and "is the base map" in s.fallback_why
+
+
+def test_cli_the_changes_map_must_be_of_the_checkout(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "csrc").mkdir(parents=True)
+    (repo / "csrc" / "many.cu").write_text("// base\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    (repo / "csrc" / "many.cu").write_text("// changed\n")
+    base = {**base_map(), "commit": head}
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text("".join(json.dumps({"test": r.test, "kernels": sorted(r.kernels), "complete": True,
+                                       "commit": head}) + "\n" for r in _tests()))
+
+    def run(new_commit: str) -> dict[str, Any]:
+        new = {**base_map(), "commit": new_commit, "generated_at": "later"}
+        _edit(new, "csrc/many.cu", code={0: "d0-new"})
+        proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "select", "--recordings", str(rec),
+                               "--map", str(_write(tmp_path / "new.json.gz", new)), "--base-map",
+                               str(_write(tmp_path / "base.json.gz", base)), "--diff", head, "--json"],
+                              capture_output=True, text=True, check=False, cwd=repo)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+    assert run(head)["run"] == ["test_k0"]  # the working tree's build: of the commit checked out
+    stale = run("d" * 40)
+    assert stale["fallback"] == "commit-mismatch" and "not this checkout's build" in stale["fallback_why"]
+
+
 def test_a_file_no_object_compiles_decides_as_in_source_mode() -> None:
     new = base_map()
     assert _select(new, ["tests/test_ops.py"]).fallback == "file-not-in-map"
@@ -205,7 +268,7 @@ def test_an_output_mode_fallback_before_any_comparison_says_so() -> None:
 
 def test_a_recorded_kernel_no_base_map_knows_runs() -> None:
     recs = [*_tests(), Recording("test_foreign", frozenset({"torch_kernel"}), True, BASE, "rec")]
-    s = select(KernelMap(base_map()), recs, ["csrc/many.cu"], base=[KernelMap(base_map())])
+    s = select(KernelMap({**base_map(), "commit": "c" * 40}), recs, ["csrc/many.cu"], base=[KernelMap(base_map())])
     assert s.to_run == ["test_foreign"]
 
 

@@ -8,6 +8,7 @@ makes such input exit 1 instead, for pipelines that want to know.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from ..consumer.recordings import expand, read_each
     from ..consumer.selection import (
         EVIDENCE_FALLBACKS,
+        COMMIT_MISMATCH,
         MAP_COMMIT_MISSING,
         Options,
         StaticRules,
@@ -113,8 +115,12 @@ def run(args: argparse.Namespace) -> int:
             commit_missing = f"the map's commit {commit} is not in this repository (fetch it, or deepen the clone)"
             commit = ""
         changed = list(changes.changed_files(source_root, [c for c in (commit, args.diff) if c], source_root).paths)
+    not_this_build = _not_this_build(kmaps, base_maps, source_root) if args.diff is not None else ""
     if bad_map:
         selection = everything(tests, changed, *bad_map, rules, canonical=canonical)
+    elif not_this_build:
+        selection = dataclasses.replace(everything(tests, changed, COMMIT_MISMATCH, not_this_build, rules,
+                                                   canonical=canonical), mode="output")
     elif commit_missing:
         selection = everything(tests, changed, MAP_COMMIT_MISSING, commit_missing, rules, canonical=canonical)
     else:
@@ -122,6 +128,24 @@ def run(args: argparse.Namespace) -> int:
     _print(selection, args.json)
     evidence_failed = selection.fallback in EVIDENCE_FALLBACKS or bool(unreadable)
     return EXIT_INPUT if args.strict and evidence_failed else EXIT_OK
+
+
+def _not_this_build(kmaps: list[KernelMap], base: list[KernelMap] | None, source_root: Path) -> str:
+    """Output mode with --diff: why --map is not the build of this checkout ("" when it is): its commit must be
+    the one checked out (a map of main passed as --map would see no change at all)."""
+    from ..consumer import changes
+
+    if not base or not kmaps:
+        return ""
+    try:
+        here = changes.head(source_root)
+    except KernelSymbolMapError:
+        return ""  # --diff itself reports a checkout git cannot read
+    other = sorted({m.commit for m in kmaps} - {here})
+    if other:
+        return (f"the change's map (--map) is of {', '.join(c or '(unknown)' for c in other)}, but the checkout is "
+                f"at {here}: it is not this checkout's build")
+    return ""
 
 
 def _load_maps(sources: list[str], flag: str = "--map") -> tuple[list[KernelMap], tuple[str, str] | None]:

@@ -48,6 +48,11 @@ def toplevel(where: Path) -> Path:
     return Path(_git(where, "rev-parse", "--show-toplevel").strip())
 
 
+def head(repo: Path) -> str:
+    """The commit checked out (full SHA)."""
+    return _git(repo, "rev-parse", "HEAD").strip()
+
+
 def has_commit(repo: Path, commit: str) -> bool:
     try:
         _git(repo, "cat-file", "-e", f"{commit}^{{commit}}")

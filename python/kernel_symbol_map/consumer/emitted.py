@@ -1,11 +1,15 @@
 """What the build emitted: two builds' digests compared, kernel by kernel and object by object (issue 27).
 
 The base maps are of the commit the recordings were made at; the new maps of
-the change's own build. A kernel *changed* when the set of its digests (one per
-architecture and object holding it: a device-link image as well as the object
-compiling it) differs between the two: its code changed in some architecture,
-it appeared, or it went away. An object's *host changed* when its host digest
-differs, or the object is in one build only.
+the change's own build. Objects are matched by target and path. A kernel
+*changed* when its digests differ in some object that holds it (a device-link
+image as well as the object compiling it), in some architecture, or it
+appeared in or went away from an object (a kernel that moves between files
+changed). An object's *host changed* when its host digest differs, or the
+object is in one build only. Relocatable device code (``-rdc``, ``-fgpu-rdc``)
+that differs reaches every kernel of relocatable code in its target and the
+targets linked to it, either way: its device functions are linked into them
+where no map may see the link.
 
 Nothing here reads sources or deps: this is the build's own answer, as good as
 the build. :func:`unusable` says when two sets of maps cannot be compared: a
@@ -42,12 +46,14 @@ class Emitted:
     kernels: dict[str, str] = field(default_factory=dict)
     hosts: list[HostChange] = field(default_factory=list)
     compared: int = 0  # kernels in either build
+    linked: dict[str, str] = field(default_factory=dict)  # kernel -> the relocatable code that changed
 
     def summary(self) -> str:
         how = [h for h in ("changed", "added", "removed") if any(v.startswith(h) for v in self.kernels.values())]
         counts = ", ".join(f"{sum(1 for v in self.kernels.values() if v.startswith(h))} {h}" for h in how)
+        linked = f"; {len(self.linked)} kernels linked with relocatable code that differs" if self.linked else ""
         return (f"{len(self.kernels)} of {self.compared} kernels' device code differs ({counts or 'none'}); "
-                f"{len(self.hosts)} objects' host code differs")
+                f"{len(self.hosts)} objects' host code differs{linked}")
 
 
 def unusable(base: Sequence[KernelMap], new: Sequence[KernelMap]) -> tuple[str, str] | None:
@@ -98,45 +104,75 @@ def _toolchains(kmaps: Sequence[KernelMap]) -> dict[str, str]:
 
 def compare(base: Sequence[KernelMap], new: Sequence[KernelMap]) -> Emitted:
     """The kernels and objects whose code differs between the two builds (see the module docstring)."""
-    before, after = _kernel_digests(base), _kernel_digests(new)
-    found = Emitted(compared=len(before.keys() | after.keys()))
-    for kernel in sorted(before.keys() | after.keys()):
-        a, b = before.get(kernel), after.get(kernel)
-        if a is None:
-            found.kernels[kernel] = "added"
-        elif b is None:
-            found.kernels[kernel] = "removed"
-        elif a != b:
-            archs = sorted({arch for arch, _ in a ^ b})
-            found.kernels[kernel] = f"changed ({', '.join(archs)})"
-    hosts_before, hosts_after = _hosts(base), _hosts(new)
-    for key in sorted(hosts_before.keys() | hosts_after.keys()):
-        a, b = hosts_before.get(key), hosts_after.get(key)
-        if a is not None and b is not None and a[0] == b[0]:
-            continue
-        how = "added" if a is None else "removed" if b is None else "changed"
-        kernels = frozenset((a[2] if a else frozenset()) | (b[2] if b else frozenset()))
-        found.hosts.append(HostChange(key[1], key[0], (b or a)[1], how, kernels))  # type: ignore[index]
+    before, after = _objects(base), _objects(new)
+    found = Emitted(compared=len({k for side in (before, after) for o in side.values() for k in o.kernels}))
+    relocated: set[str] = set()  # targets whose relocatable device code differs
+    for key in sorted(before.keys() | after.keys()):
+        a, b = before.get(key), after.get(key)
+        ka, kb = (a.kernels if a else {}), (b.kernels if b else {})
+        for kernel in sorted(ka.keys() | kb.keys()):
+            if kernel not in ka:
+                how = "added"
+            elif kernel not in kb:
+                how = "removed"
+            elif ka[kernel] != kb[kernel]:
+                how = f"changed ({', '.join(sorted({arch for arch, _ in ka[kernel] ^ kb[kernel]}))})"
+            else:
+                continue
+            found.kernels.setdefault(kernel, how)
+        if a is None or b is None or a.host != b.host:
+            how = "added" if a is None else "removed" if b is None else "changed"
+            found.hosts.append(HostChange(key[1], key[0], (b or a).source, how,  # type: ignore[union-attr]
+                                          frozenset(ka) | frozenset(kb)))
+        if (a.relocatable if a else {}) != (b.relocatable if b else {}):
+            relocated.add(key[0])
+    if relocated:
+        targets = _linked([*base, *new], relocated)
+        why = f"relocatable device code of {', '.join(sorted(relocated))} differs, and may be linked with it"
+        for side in (before, after):
+            for (target, _obj), o in side.items():
+                if target in targets and o.relocatable:
+                    for kernel in o.kernels:
+                        found.linked.setdefault(kernel, why)
     return found
 
 
-def _kernel_digests(kmaps: Sequence[KernelMap]) -> dict[str, frozenset[tuple[str, str]]]:
-    """Kernel -> every (architecture, digest) the maps hold for it."""
-    found: dict[str, set[tuple[str, str]]] = {}
-    for m in kmaps:
-        for i, o in enumerate(m.objects):
-            table = map_digests.kernel_digests(o["symbols"], o.get("digests") or {}, f"{m.where}: objects[{i}]")
-            for kernel, archs in table.items():
-                found.setdefault(kernel, set()).update(archs.items())
-    return {k: frozenset(v) for k, v in found.items()}
+@dataclass(frozen=True)
+class _Object:
+    source: str
+    host: str | None
+    kernels: dict[str, frozenset[tuple[str, str]]]  # kernel -> its (architecture, digest) pairs
+    relocatable: dict[str, str]
 
 
-def _hosts(kmaps: Sequence[KernelMap]) -> dict[tuple[str, str], tuple[str | None, str, frozenset[str]]]:
-    """(target, object) -> (host digest, source, kernels), for objects with host code of their own."""
+def _objects(kmaps: Sequence[KernelMap]) -> dict[tuple[str, str], _Object]:
+    """(target, object) -> its digests, for objects with code of their own (a precompiled header's ``{}``:
+    its effect shows in the objects compiled with it)."""
     found = {}
     for m in kmaps:
-        for o in m.objects:
+        for i, o in enumerate(m.objects):
             digests = o.get("digests")
-            if digests:  # {}: a precompiled header, whose effect shows in the objects compiled with it
-                found[(o["target"], o["object"])] = (digests.get("host"), o["source"], frozenset(o["symbols"]))
+            if not digests:
+                continue
+            table = map_digests.kernel_digests(o["symbols"], digests, f"{m.where}: objects[{i}]")
+            found[(o["target"], o["object"])] = _Object(o["source"], digests.get("host"),
+                                                        {k: frozenset(a.items()) for k, a in table.items()},
+                                                        dict(digests.get("relocatable") or {}))
     return found
+
+
+def _linked(kmaps: Sequence[KernelMap], start: set[str]) -> set[str]:
+    """``start`` and every target linked to them, either way, transitively (the maps' target_links)."""
+    edges: dict[str, set[str]] = {}
+    for m in kmaps:
+        for target, deps in m.target_links.items():
+            for d in deps:
+                edges.setdefault(target, set()).add(d)
+                edges.setdefault(d, set()).add(target)
+    seen, todo = set(start), list(start)
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen

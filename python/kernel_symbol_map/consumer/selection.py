@@ -235,6 +235,8 @@ def select(
     problem = _without_evidence(evidence, recordings, tracked=base is None)
     if problem is None and base is not None:
         problem = _without_evidence(kmaps, [], tracked=False, commits=False, side="the change's ")
+    if problem is None and base is not None and changed and any(m.document == b.document for m in kmaps for b in base):
+        problem = COMMIT_MISMATCH, "the change's map (--map) is the base map (--base-map): it is not the change's build"
     if problem is not None:
         return fallback(*problem)
     if not changed and not options.allow_empty:
@@ -330,6 +332,8 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     for h in found.hosts:
         for k in sorted(h.kernels):
             reached.setdefault(k, f"the host code of {h.object} (from {h.source}) {h.how}")
+    for k, why in found.linked.items():
+        reached.setdefault(k, why)
     widened = frozenset()
     if options.whole_target:
         widened = _whole_targets([*base, *new], {h.target for h in found.hosts}) - reached.keys()

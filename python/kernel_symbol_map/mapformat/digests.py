@@ -12,6 +12,10 @@
 - ``whole``: the architectures whose digests are of the whole image, the same
   for each of its kernels (AMDGPU code objects, bitcode, PTX that did not split
   into entries): a change to one kernel there changes all.
+- ``relocatable[arch]``: for relocatable device code (``-rdc`` cubins,
+  ``-fgpu-rdc`` bitcode), the digest of the whole image: its device functions
+  reach kernels of other objects once linked, where no map may see the link (a
+  device link outside CMake, clang's link of bitcode into the library).
 
 The map says which digests it holds with a top-level ``digests`` field, the
 scheme's version (:data:`SCHEME`): maps of two schemes are never compared.
@@ -37,6 +41,7 @@ class ImageDigests:
     arch: str
     kernels: Mapping[str, str]
     per_kernel: bool
+    relocatable: str = ""  # the whole image's digest, for relocatable device code
 
 
 def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | None) -> dict[str, Any] | None:
@@ -45,7 +50,10 @@ def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | Non
     index = {s: i for i, s in enumerate(symbols)}
     per_arch: dict[str, dict[str, list[str]]] = {}
     whole: set[str] = set()
+    relocatable: dict[str, list[str]] = {}
     for image in images:
+        if image.relocatable:
+            relocatable.setdefault(image.arch, []).append(image.relocatable)
         if not image.kernels.keys() <= index.keys():
             return None
         found = per_arch.setdefault(image.arch, {})
@@ -64,6 +72,8 @@ def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | Non
         out["code"] = code
     if whole:
         out["whole"] = sorted(whole)
+    if relocatable:
+        out["relocatable"] = {a: d[0] if len(d) == 1 else _combined(d) for a, d in sorted(relocatable.items())}
     return out
 
 

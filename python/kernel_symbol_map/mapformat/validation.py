@@ -185,7 +185,8 @@ BYTES = Rule(lambda values: all(map(_is_bytes, values)),
 SIZES = _mapping_of(_record({"image": BYTES, "stored": BYTES},
                             {"ptx": BOOLEAN, "code": _list_of(BYTES), "owned": _list_of(BYTES)}))
 # Device and host code digests (issue 27), kernels' in the order of "symbols" (mapformat.digests).
-DIGESTS = _record({}, {"host": STRING, "code": _mapping_of(_list_of(STRING)), "whole": STRINGS})
+DIGESTS = _record({}, {"host": STRING, "code": _mapping_of(_list_of(STRING)), "whole": STRINGS,
+                       "relocatable": _mapping_of(STRING)})
 OBJECT = _record(
     {"source": STRING, "target": STRING, "object": STRING, "device": BOOLEAN, "symbols": NAMES,
      "deps": STRINGS},

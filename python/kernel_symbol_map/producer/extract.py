@@ -109,7 +109,7 @@ def _read_and_measure(read: Callable[[Path], Result], path: Path) -> Read:
     except FormatError:
         return result, {}, None
     sizes = merged([(i.arch, i.record()) for i in found if i.kind != BITCODE])
-    images = [map_digests.ImageDigests(i.arch, i.digests, i.per_kernel) for i in found]
+    images = [map_digests.ImageDigests(i.arch, i.digests, i.per_kernel, i.relocatable) for i in found]
     return result, sizes, map_digests.pack(result.symbols, images, host)
 
 

@@ -20,6 +20,8 @@ ELF_MAGIC = b"\x7fELF"
 ELFCLASS64 = 2
 ELFDATA2LSB = 1
 
+ET_REL = 1  # a relocatable file: -rdc cubins, linked by the device link
+
 EM_CUDA = 190
 EM_AMDGPU = 224
 

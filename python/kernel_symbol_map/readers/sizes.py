@@ -44,7 +44,7 @@ from .cuda import STO_CUDA_ENTRY
 from .devicecode import CUDA_SECTIONS, HIP_BUNDLE_SECTION_PREFIX, HIP_SECTION, OFFLOADING_SECTION, cubin_arch
 from .ptxdigest import entry_digests
 from .cubinsections import TEXT, Namer
-from .elf import EM_AMDGPU, EM_CUDA, SHN_UNDEF, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, STT_FUNC, ElfFile, is_elf
+from .elf import ET_REL, EM_AMDGPU, EM_CUDA, SHN_UNDEF, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, STT_FUNC, ElfFile, is_elf
 
 CUBIN, CODE_OBJECT, PTX, BITCODE = "cubin", "code object", "ptx", "bitcode"  # bitcode: with digests only
 
@@ -61,6 +61,7 @@ class Image:
     owned: dict[str, int] = field(default_factory=dict)  # kernel -> its other sections' bytes
     digests: dict[str, str] = field(default_factory=dict)  # kernel -> its device code's digest (digests=True)
     per_kernel: bool = True  # False: every kernel has the whole image's digest
+    relocatable: str = ""  # -rdc (a relocatable cubin, bitcode): the whole image's digest, for what links it
 
     @property
     def overhead(self) -> int:
@@ -177,7 +178,8 @@ def _bitcode(blob: Blob, arch: str) -> Image:
     """Bitcode (``-fgpu-rdc``): no final code, so no sizes; one digest of the module for its kernels."""
     whole = new_digest(blob.read(0, blob.size, "bitcode")).hexdigest()
     kernels = bitcode.amdgpu_kernels(blob) if blob.startswith(bitcode.MAGIC) else frozenset()
-    return Image(arch, BITCODE, blob.size, blob.size, digests=dict.fromkeys(sorted(kernels), whole), per_kernel=False)
+    return Image(arch, BITCODE, blob.size, blob.size, digests=dict.fromkeys(sorted(kernels), whole), per_kernel=False,
+                 relocatable=whole)
 
 
 def _ptx_size(blob: Blob, entry: fatbin.FatbinEntry) -> int:
@@ -234,8 +236,10 @@ def cubin(elf: ElfFile, stored: int, arch: str = "", digests: bool = False) -> I
     if missing:
         raise FormatError(elf.blob.name, f"kernel {min(missing)} has no .text.<kernel> section")
     found = kernel_digests(elf) if digests else {}
+    relocatable = new_digest(elf.blob.read(0, elf.blob.size, "cubin")).hexdigest() \
+        if digests and elf.type == ET_REL else ""
     return _checked(Image(arch or cubin_arch(elf), CUBIN, elf.blob.size, stored, code,
-                          {k: v for k, v in owned.items() if v}, found), elf.blob)
+                          {k: v for k, v in owned.items() if v}, found, relocatable=relocatable), elf.blob)
 
 
 def code_object(elf: ElfFile, arch: str, stored: int, digests: bool = False) -> Image:

@@ -571,7 +571,7 @@ def test_select_sh_select_built_runs_the_tests_of_the_changed_kernel_only(tmp_pa
     evidence = tmp_path / "evidence"
     digest_map(evidence / "dist" / "kernel_symbol_map.json.gz", sha)  # main's wheel, here its map alone
     recordings_of(evidence / "recordings", sha, LAUNCHED)
-    digest_map(project / "dist" / "kernel_symbol_map.json.gz", "c" * 40, code={GELU: EDITED})  # this build's
+    digest_map(project / "dist" / "kernel_symbol_map.json.gz", sha, code={GELU: EDITED})  # this build's
     path = stubs(tmp_path, tmp_path / "unused.json")
     script = str(ROOT / "examples" / "ci" / "select.sh")
     proc = recipe(["bash", script, "select-built", str(evidence), "origin/main"], project, path)
@@ -592,7 +592,7 @@ def test_buildkite_after_build_uploads_the_steps_of_the_changed_kernel(tmp_path:
     evidence = tmp_path / "evidence"
     digest_map(evidence / "dist" / "kernel_symbol_map.json.gz", sha)
     recordings_of(evidence / "recordings", sha, {"kernels": [SILU], "models": [GELU]})  # entrypoints: none
-    digest_map(project / "dist" / "kernel_symbol_map.json.gz", "c" * 40, code={GELU: EDITED})  # the build step's
+    digest_map(project / "dist" / "kernel_symbol_map.json.gz", sha, code={GELU: EDITED})  # the build step's
     uploaded = tmp_path / "pipeline.json"
     path = stubs(tmp_path, uploaded)
     script = str(ROOT / "examples" / "ci" / "buildkite" / "upload.sh")
@@ -630,7 +630,7 @@ def test_github_actions_after_build_makes_the_matrix_of_the_changed_kernel(tmp_p
     # What the download-artifact steps put in the checkout: main's evidence and this run's wheel.
     digest_map(project / "evidence" / "dist" / "kernel_symbol_map.json.gz", sha)
     recordings_of(project / "evidence" / "recordings", sha, {"kernels": [SILU], "models": [GELU]})
-    digest_map(project / "dist" / "kernel_symbol_map.json.gz", "c" * 40, code={GELU: EDITED})
+    digest_map(project / "dist" / "kernel_symbol_map.json.gz", sha, code={GELU: EDITED})
     workflow = ROOT / "examples" / "ci" / "github-actions-after-build.yml"
     script = run_block(workflow, "Select by what the two builds emitted")
     output, summary = tmp_path / "github_output", tmp_path / "summary.md"

@@ -1,12 +1,12 @@
 """The package's layers import one way: read every import with ``ast`` and check the rules.
 
-Layers are the package's sub-folders; ``errors``, ``_version``, ``_statefile``,
+Layers are the package's sub-folders; ``errors``, ``_version``, ``_statefile``, ``_graph``,
 ``_atomic`` and ``cmakedir`` are shared by all. The rules (README, "Layout"):
 
 - ``readers`` and ``buildtree`` import nothing of ``producer``, ``consumer``
   or ``cli``, nor of each other;
 - ``mapformat`` imports only ``errors`` and ``_atomic``;
-- ``consumer`` imports only ``mapformat`` and ``errors``;
+- ``consumer`` imports only ``mapformat``, ``errors`` and ``_graph``;
 - ``producer`` imports neither ``consumer`` nor ``cli``;
 - ``recorder`` imports only ``mapformat`` (for the commit), ``errors`` and ``_atomic``;
 - nothing imports ``cli`` except ``__main__``;
@@ -22,7 +22,7 @@ import pytest
 
 PACKAGE = "kernel_symbol_map"
 ROOT = Path(__file__).resolve().parents[1] / "python" / PACKAGE
-SHARED = {"errors", "_version", "_statefile", "_atomic", "cmakedir"}
+SHARED = {"errors", "_version", "_statefile", "_atomic", "cmakedir", "_graph"}
 LAYERS = {"readers", "buildtree", "mapformat", "producer", "consumer", "recorder", "cli"}
 
 # layer -> the other parts of the package it may import (itself always allowed)
@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "readers": SHARED,
     "buildtree": SHARED,
     "mapformat": {"errors", "_atomic"},
-    "consumer": {"mapformat", "errors"},
+    "consumer": {"mapformat", "errors", "_graph"},
     "producer": SHARED | {"readers", "buildtree", "mapformat"},
     "recorder": {"errors", "_atomic", "mapformat"},
     "cli": SHARED | {"readers", "buildtree", "mapformat", "producer", "consumer", "recorder"},
@@ -40,6 +40,7 @@ ALLOWED: dict[str, set[str]] = {
     "_statefile": {"_atomic"},
     "_atomic": set(),
     "cmakedir": {"errors"},
+    "_graph": set(),
     # the package's face names the public API lazily; __main__ runs the CLI
     "__init__": SHARED | {"readers", "consumer"},
     "__main__": {"cli"},

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .._graph import reachable
 from ..mapformat import digests as map_digests
 from .kernelmap import KernelMap
 
@@ -169,10 +170,4 @@ def _linked(kmaps: Sequence[KernelMap], start: set[str]) -> set[str]:
             for d in deps:
                 edges.setdefault(target, set()).add(d)
                 edges.setdefault(d, set()).add(target)
-    seen, todo = set(start), list(start)
-    while todo:
-        for nxt in edges.get(todo.pop(), ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return seen
+    return reachable(edges, start)

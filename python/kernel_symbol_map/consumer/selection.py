@@ -34,6 +34,7 @@ from typing import Any
 import pathspec
 import regex
 
+from .._graph import reachable
 from ..errors import KernelSymbolMapError
 from ..mapformat import is_full_sha
 from . import emitted
@@ -459,16 +460,5 @@ def _whole_targets(kmaps: Sequence[KernelMap], targets: set[str]) -> frozenset[s
             forward.setdefault(target, set()).update(deps)
             for d in deps:
                 backward.setdefault(d, set()).add(target)
-    reached = _walk(forward, targets) | _walk(backward, targets)
+    reached = reachable(forward, targets) | reachable(backward, targets)
     return frozenset(s for m in kmaps for o in m.objects if o["target"] in reached for s in o["symbols"])
-
-
-def _walk(edges: dict[str, set[str]], start: set[str]) -> set[str]:
-    """``start`` and everything reachable from it along ``edges``."""
-    seen, todo = set(start), list(start)
-    while todo:
-        for nxt in edges.get(todo.pop(), ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return seen

@@ -35,9 +35,9 @@ import bisect
 import hashlib
 import pickle
 import struct
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from .._graph import reachable
 from ._digest import DIGEST_BYTES
 from .cubinsections import Namer
 from .cuda import STO_CUDA_ENTRY
@@ -341,7 +341,7 @@ def _symbols(cubin: _Cubin, graph: _Graph) -> None:
 def _digests(cubin: _Cubin, graph: _Graph) -> dict[str, str]:
     kernels = set(cubin.kernels)
     kernel_nodes = {cubin.node_of(k) for k in kernels}
-    reached = _reach(graph.edges, kernel_nodes)
+    reached = reachable(graph.edges, kernel_nodes)
     devices = {cubin.node_of(f) for f in cubin.functions} - kernel_nodes - {MODULE}
     folded = graph.folded | (devices - reached)  # no kernel is known to reach them: every kernel may
     if graph.unknown_call:
@@ -354,18 +354,7 @@ def _digests(cubin: _Cubin, graph: _Graph) -> dict[str, str]:
     for kernel in cubin.kernels:
         node = cubin.node_of(kernel)
         h = hashlib.blake2b(base, digest_size=DIGEST_BYTES)
-        for n in sorted(_reach(graph.edges, {node}) - folded - {MODULE}):
+        for n in sorted(reachable(graph.edges, {node}) - folded - {MODULE}):
             h.update(_part(n, graph.digest(n)))
         out[kernel] = h.hexdigest()
     return out
-
-
-def _reach(edges: dict[str, set[str]], start: Iterable[str]) -> set[str]:
-    seen = set(start)
-    todo = list(seen)
-    while todo:
-        for nxt in edges.get(todo.pop(), ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return seen

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 
 import regex
 
+from .._graph import reachable
 from . import cuda
 from ._blob import Blob
 from ._digest import DIGEST_BYTES, feed
@@ -61,7 +62,7 @@ def entry_digests(text: bytes, entries: Iterable[str] | None = None) -> tuple[di
     module, named, defined, funcs = split
     calls = {name: _named(body, funcs.keys() - {name}) for name, body in {**funcs, **defined}.items()}
     indirect = any(_INDIRECT_CALL.search(body) for body in (*funcs.values(), *defined.values()))
-    folded = set(funcs) if indirect else _closure(calls, *(named & funcs.keys()))
+    folded = set(funcs) if indirect else reachable(calls, named & funcs.keys())
     every = hashlib.blake2b(module, digest_size=16)
     for callee in sorted(folded):
         feed(every, callee.encode(), funcs[callee])
@@ -69,7 +70,7 @@ def entry_digests(text: bytes, entries: Iterable[str] | None = None) -> tuple[di
     for name in names:
         h = hashlib.blake2b(every.digest(), digest_size=DIGEST_BYTES)
         feed(h, name.encode(), defined[name])
-        for callee in sorted(_closure(calls, name) - {name} - folded):
+        for callee in sorted(reachable(calls, {name}) - {name} - folded):
             feed(h, callee.encode(), funcs[callee])
         out[name] = h.hexdigest()
     return out, True
@@ -167,13 +168,3 @@ def _named(body: bytes, funcs: set[str]) -> set[str]:
         return set()
     wanted = {f.encode(): f for f in funcs}
     return {wanted[w] for w in _IDENTIFIER.findall(body) if w in wanted}
-
-
-def _closure(calls: dict[str, set[str]], *start: str) -> set[str]:
-    seen, todo = set(start), list(start)
-    while todo:
-        for nxt in calls.get(todo.pop(), ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return seen

@@ -12,6 +12,15 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 KSM = [sys.executable, "-m", "kernel_symbol_map"]
 
 
+def checked(who: str, command: list[object], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Run ``command``, its output captured; a failure ends the bench with ``who``'s name and the output's tail."""
+    proc = subprocess.run([str(c) for c in command], capture_output=True, text=True, check=False, **kwargs)
+    if proc.returncode != 0:
+        raise SystemExit(f"{who}: {' '.join(map(str, command))} failed ({proc.returncode}):\n"
+                         f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
 def timed(command: list[str], cwd: Path | None = None) -> tuple[float, int, str]:
     """(seconds, peak RSS in bytes, stdout) of one run; peak from /usr/bin/time's max RSS."""
     wrapper = ["/usr/bin/time", "-f", "%M"] if Path("/usr/bin/time").exists() else []

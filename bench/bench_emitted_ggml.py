@@ -67,6 +67,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _run import checked  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = ROOT / ".venv" / "bin" / "python"
 UPSTREAM = "https://github.com/ggml-org/ggml.git"
@@ -87,11 +90,7 @@ def log(message: str) -> None:
 
 
 def run(command: list[object], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(c) for c in command], capture_output=True, text=True, check=False, **kwargs)
-    if proc.returncode != 0:
-        raise SystemExit(f"bench_emitted_ggml: {' '.join(map(str, command))} failed ({proc.returncode}):\n"
-                         f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return proc
+    return checked("bench_emitted_ggml", command, **kwargs)
 
 
 def git(src: Path, *args: str) -> str:

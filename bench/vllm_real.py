@@ -45,6 +45,9 @@ from pathlib import Path
 
 import regex
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _run import checked  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = "0.33.0"
 TORCH = os.environ.get("KSM_VLLM_TORCH", "torch==2.14.0")  # a CUDA 13.0 build on PyPI
@@ -70,11 +73,7 @@ def log(message: str) -> None:
 
 
 def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(c) for c in command], capture_output=True, text=True, check=False, **kwargs)
-    if proc.returncode != 0:
-        raise SystemExit(f"vllm_real: {' '.join(map(str, command))} failed ({proc.returncode}):\n"
-                         f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return proc
+    return checked("vllm_real", command, **kwargs)
 
 
 def venv(work: Path, given: Path | None) -> Path:

@@ -20,11 +20,11 @@ from .._version import __version__
 from ..buildtree.model import NOT_BUILT, BuildTree, TreeObject
 from ..buildtree.model import load as load_tree
 from ..errors import BuildTreeError, FormatError
-from ..readers._blob import OpenFile
+from ..readers._blob import Blob, OpenFile
 from ..readers.devicecode import CUDA_SECTIONS, HIP_BUNDLE_SECTION_PREFIX, HIP_SECTION, OFFLOADING_SECTION, Result, read_kernels
 from ..readers.elf import EM_AMDGPU, EM_CUDA, ElfFile, is_elf
 from ..readers.hostdigest import host_digest
-from ..readers.sizes import BITCODE, measure, merged
+from ..readers.sizes import BITCODE, images, merged
 from .cache import ObjectCache
 from .generated import Known, tracked_files
 from .mirrors import Mirror, Mirrors
@@ -104,24 +104,24 @@ def _read_and_measure(read: Callable[[Path], Result], path: Path) -> Read:
     if result.error is not None:
         return result, {}, None
     try:
-        host = _host_digest(path)
-        found = measure(path, digests=True) if result.device else ()
+        with OpenFile(path) as blob:  # one open for the host digest and the device images
+            host = _host_digest(blob)
+            found = tuple(images(blob, digests=True)) if result.device else ()
     except FormatError:
         return result, {}, None
     sizes = merged([(i.arch, i.record()) for i in found if i.kind != BITCODE])
-    images = [map_digests.ImageDigests(i.arch, i.digests, i.per_kernel, i.relocatable) for i in found]
-    return result, sizes, map_digests.pack(result.symbols, images, host)
+    digested = [map_digests.ImageDigests(i.arch, i.digests, i.per_kernel, i.relocatable) for i in found]
+    return result, sizes, map_digests.pack(result.symbols, digested, host)
 
 
-def _host_digest(path: Path) -> str | None:
+def _host_digest(blob: Blob) -> str | None:
     """The digest of an object's host code; None for an input with no host ELF (an archive, a cubin)."""
-    with OpenFile(path) as blob:
-        if not is_elf(blob):
-            return None
-        elf = ElfFile(blob)
-        if elf.machine in (EM_CUDA, EM_AMDGPU):
-            return None
-        return host_digest(elf, _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode())
+    if not is_elf(blob):
+        return None
+    elf = ElfFile(blob)
+    if elf.machine in (EM_CUDA, EM_AMDGPU):
+        return None
+    return host_digest(elf, _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode())
 
 
 def _entry(

@@ -18,7 +18,6 @@ split into statements as expected is digested whole, for every entry, and
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
 
 import regex
 
@@ -42,11 +41,10 @@ _DEBUG_STATEMENT = regex.compile(rb"\.file\b|\.section\s+\.debug_")  # at the to
 _NONBLANK = regex.compile(rb"[^ \t\r\n\0]")  # the payload ends in a NUL
 
 
-def entry_digests(text: bytes, entries: Iterable[str] | None = None) -> tuple[dict[str, str], bool]:
-    """Each entry's digest (hex), and whether they are per entry (False: every entry has the text's).
-
-    ``entries``: the names ``cuda.ptx_entries`` gives; without them, the entries the text defines, as
-    many as it has ``.entry`` directives."""
+def entry_digests(text: bytes) -> tuple[dict[str, str], bool]:
+    """Each entry's digest (hex), and whether they are per entry (False: every entry has the text's). The
+    entries are those the text defines, as many as it has ``.entry`` directives; when it does not split so,
+    ``cuda.ptx_entries`` names them."""
     if b'"' in text or b"/*" in text:
         code = _LEXEMES.sub(lambda m: m.group() if m.group().startswith(b'"') else b" ", text)
         masked = _STRING.sub(lambda m: b'"' + b"x" * (len(m.group()) - 2) + b'"', code)
@@ -54,8 +52,8 @@ def entry_digests(text: bytes, entries: Iterable[str] | None = None) -> tuple[di
         code = masked = _LINE_COMMENT.sub(b" ", text)
     if b".loc" in code:
         code, masked = _LOC.sub(b"", code), _LOC.sub(b"", masked)
-    split = _split(code, masked, None if entries is None else sorted(entries))
-    names = sorted(split[2]) if split is not None else sorted(entries or cuda.ptx_entries(Blob.from_bytes("PTX", text), text))
+    split = _split(code, masked)
+    names = sorted(split[2]) if split is not None else sorted(cuda.ptx_entries(Blob.from_bytes("PTX", text), text))
     if split is None:
         whole = hashlib.blake2b(code, digest_size=DIGEST_BYTES).hexdigest()
         return dict.fromkeys(names, whole), False
@@ -76,11 +74,10 @@ def entry_digests(text: bytes, entries: Iterable[str] | None = None) -> tuple[di
     return out, True
 
 
-def _split(code: bytes, masked: bytes, names: list[str] | None
-           ) -> tuple[bytes, set[str], dict[str, bytes], dict[str, bytes]] | None:
+def _split(code: bytes, masked: bytes) -> tuple[bytes, set[str], dict[str, bytes], dict[str, bytes]] | None:
     """The module's statements (digested, and the names they hold), and each entry's and ``.func``'s
-    definition; None when the text does not split so (braces unbalanced, an entry defined twice or not at
-    all)."""
+    definition; None when the text does not split so (braces unbalanced, an entry defined twice, or fewer
+    entries than ``.entry`` directives)."""
     module = hashlib.blake2b(digest_size=16)
     named: set[str] = set()
     entries: dict[str, bytes] = {}
@@ -102,7 +99,7 @@ def _split(code: bytes, masked: bytes, names: list[str] | None
         if name in table:
             return None
         table[name] = statement
-    if (sorted(entries) != names) if names is not None else len(entries) != masked.count(b".entry"):
+    if len(entries) != masked.count(b".entry"):
         return None
     return module.digest(), named, entries, funcs
 

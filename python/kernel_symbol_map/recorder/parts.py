@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import _atomic
 from ..errors import RecordingError
+from ..mapformat import pyblocks
 from . import timeline
 
 SESSION = "scope::"  # the plugin's widest scope: every test
@@ -37,6 +38,17 @@ class Part:
     reason: str
     kernels: dict[str, tuple[str, ...]]
     window: tuple[str, int, int] | None = None  # (tests log, start, end): the tests that ran while it lived
+    python: PythonPart | None = None  # the Python code it ran, when Python was measured (see .pycoverage)
+
+
+@dataclass(frozen=True)
+class PythonPart:
+    """One process's Python coverage: scope -> file -> block digests; ``scopes`` None when it could not measure."""
+
+    scopes: dict[str, dict[str, tuple[str, ...]]] | None
+    problem: str
+    copies: tuple[str, ...]
+    scheme: int
 
 
 @dataclass(frozen=True)
@@ -66,10 +78,20 @@ def read_parts(folder: Path) -> tuple[list[Part], list[str]]:
             parts.append(Part(str(data["token"]), str(data["scope"]), bool(data["complete"]), str(data["reason"]),
                               {str(k): tuple(v) for k, v in data["kernels"].items()},
                               None if window is None else (str(window["log"]), int(window["start"]),
-                                                           int(window["end"]))))
+                                                           int(window["end"])),
+                              _python_part(data) if "python" in data else None))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RecordingError(f"{path}: not a recorder part file ({e})") from None
     return parts, _unwritten(folder)
+
+
+def _python_part(data: dict[str, Any]) -> PythonPart:
+    scopes = data["python"]
+    if scopes is None:
+        return PythonPart(None, str(data.get("python_problem") or "Python code was not measured"), (), 0)
+    return PythonPart({str(scope): {str(f): tuple(map(str, d)) for f, d in files.items()}
+                       for scope, files in scopes.items()},
+                      "", tuple(map(str, data.get("python_copies", ()))), int(data["pyblocks"]))
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -189,8 +211,52 @@ def test_records(folder: Path, tests: list[str], commit: str, interrupted: str =
         later = _begun(u.log, max(u.at, 0), u.end) if u.log else tests  # no end seen: every test from its start on
         for t in set(_targets(u.scope, tests, found)) | {t for t in later if t in own}:
             own[t].append(u.why())
-    return [{"test": t, "kernels": sorted(found[t]), "complete": not (problems or own[t]), "commit": commit,
-             "reason": "; ".join(problems + own[t]), "processes": len(parts) + len(died)} for t in tests]
+    records = [{"test": t, "kernels": sorted(found[t]), "complete": not (problems or own[t]), "commit": commit,
+                "reason": "; ".join(problems + own[t]), "processes": len(parts) + len(died)} for t in tests]
+    if any(p.python is not None for p in parts):
+        for record, python in zip(records, _python_records(parts, tests, found), strict=True):
+            record.update(python)
+    return records
+
+
+def _python_records(parts: list[Part], tests: list[str], known: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each test's Python coverage, attributed as its kernels are: by scope, and by the window a child lived in.
+
+    A process that could not measure (or one that never said) leaves the tests it may have served with no
+    Python evidence at all, and says why.
+    """
+    files: dict[str, dict[str, set[str]]] = {t: {} for t in tests}
+    unknown: dict[str, str] = {}
+    copies: dict[str, set[str]] = {t: set() for t in tests}
+    schemes = set()
+    for part in parts:
+        lived = {t for t in _begun(*part.window) if t in files} if part.window is not None else set()
+        served = set(_targets(part.scope, tests, known)) | lived
+        if part.python is None or part.python.scopes is None:
+            why = part.python.problem if part.python is not None else "a process did not measure Python code"
+            for t in served:
+                unknown.setdefault(t, f"process {part.token}: {why}")
+            continue
+        schemes.add(part.python.scheme)
+        for t in served:
+            copies[t].update(part.python.copies)
+        for scope, ran in part.python.scopes.items():
+            for t in set(_targets(scope, tests, known)) | lived:
+                mine = files[t]
+                for rel, digests in ran.items():
+                    mine.setdefault(rel, set()).update(digests)
+    scheme = next(iter(schemes)) if len(schemes) == 1 else pyblocks.SCHEME
+    found = []
+    for t in tests:
+        if t in unknown or len(schemes) > 1:
+            found.append({"python": None, "python_problem": unknown.get(t, "processes of several block schemes")})
+            continue
+        entry: dict[str, Any] = {"python": {rel: sorted(d) for rel, d in sorted(files[t].items())},
+                                 "pyblocks": scheme}
+        if copies[t]:
+            entry["python_copies"] = sorted(copies[t])
+        found.append(entry)
+    return found
 
 
 def _targets(scope: str, tests: list[str], known: dict[str, Any]) -> list[str]:

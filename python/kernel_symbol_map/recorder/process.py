@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 from .. import _atomic
 from . import spawns, timeline, tree
+from .pycoverage import ROOT_VARIABLE, PythonCoverage
 from .hook import FOLDER_VARIABLE, SCOPE_VARIABLE, SPAWN_VARIABLE, TESTS_VARIABLE
 
 KERNEL_KINDS = ("CONCURRENT_KERNEL", "KERNEL")
@@ -72,6 +73,7 @@ class ProcessRecorder:
         self._lock = threading.Lock()
         self.problems: list[str] = []
         self.backend = backend
+        self.python: PythonCoverage | None = None  # the project's Python code each scope ran (when asked)
         self.finished = False
 
     # -- life cycle -------------------------------------------------------
@@ -115,6 +117,8 @@ class ProcessRecorder:
             "scope": self.default_scope, "argv": sys.argv[:3],
             "spawn": os.environ.pop(SPAWN_VARIABLE, ""), "exe": exes, "forked": forked,  # the claim (see .spawns)
             "multiprocessing": by_multiprocessing, "subreaper": self.subreaper}))
+        if os.environ.get(ROOT_VARIABLE) or PythonCoverage.current is not None:
+            self.python = PythonCoverage.start()
         if backend is None:
             from .activity import Activity
 
@@ -145,6 +149,7 @@ class ProcessRecorder:
             tree.release()
         if self.window is not None and self.log is not None:
             self.window = (self.window[0], timeline.end(self.log))
+        python = self.python.finish(self.default_scope) if self.python is not None else {}
         with self._lock:
             for name in self._pending.values():  # launches that carried no external id
                 self.kernels[self.default_scope].add(name)
@@ -157,6 +162,7 @@ class ProcessRecorder:
                 "reason": "; ".join(self.problems),
                 "kernels": {scope: sorted(names) for scope, names in sorted(self.kernels.items())},
             }
+            part.update(python)
             if self.window is not None:
                 part["window"] = {"log": str(self.log), "start": self.window[0], "end": self.window[1]}
         path = self.folder / f"{self.token}.json"
@@ -249,7 +255,11 @@ class ProcessRecorder:
         ext = self.external_id(scope)
         pushed = self.backend is not None and self.backend.push(ext)
         try:
-            yield
+            if self.python is not None:
+                with self.python.attributing(scope):
+                    yield
+            else:
+                yield
         finally:
             if pushed:
                 self.backend.pop()

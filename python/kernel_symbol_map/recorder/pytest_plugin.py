@@ -43,6 +43,7 @@ import pytest
 
 from . import hook, parts, timeline
 from .outcomes import Outcomes
+from .pycoverage import ROOT_VARIABLE
 
 RESULT_NAME = "pytest"
 PARTS_VARIABLE = "KERNEL_SYMBOL_MAP_PYTEST_PARTS"  # an xdist controller's parts folder, for its workers
@@ -58,8 +59,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"the recording's file name (default {RESULT_NAME}; one per CI shard)")
     group.addoption("--kernel-record-commit", metavar="SHA", default=None,
                     help="commit the run is of (default: CI variables, then git)")
+    group.addoption("--kernel-record-python", choices=("on", "off"), default="on",
+                    help="with --kernel-record, also record the project's Python code each test ran (coverage.py; "
+                    "default on), for select's per-file decisions on .py files")
     group.addoption("--kernel-select", metavar="FILE", default=None,
                     help="deselect exactly the tests `kernel-symbol-map select --json` lists in skip")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """Start measuring Python code before the initial conftests (and what they import) load."""
+    options = early_config.known_args_namespace
+    if not getattr(options, "kernel_record", None) or getattr(options, "kernel_record_python", "on") != "on":
+        return
+    if os.environ.get(hook.FOLDER_VARIABLE) or (_distributed_options(options) and not os.environ.get(PARTS_VARIABLE)):
+        return  # under `record` (refused at configure), or an xdist controller (workers inherit its parts folder)
+    from .pycoverage import PythonCoverage, project_root
+
+    root = project_root(early_config.rootpath)
+    os.environ[ROOT_VARIABLE] = str(root or "")  # children measure too; "" says why not, once each
+    PythonCoverage.start(root)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,7 +98,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _distributed(config: pytest.Config) -> bool:
     """This process is a pytest-xdist controller: workers run the tests, it only gathers reports."""
-    return getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "numprocesses", None))
+    return _distributed_options(config.option)
+
+
+def _distributed_options(options: Any) -> bool:
+    return getattr(options, "dist", "no") != "no" and bool(getattr(options, "numprocesses", None))
 
 
 class KernelRecorder:
@@ -141,6 +164,15 @@ class KernelRecorder:
     # -- attribution, in the processes that run tests --------------------------------------------
 
     @pytest.hookimpl(hookwrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, None, None]:
+        python = self.recorder.python if self.recorder is not None else None
+        if python is None or not isinstance(collector, pytest.Module):
+            yield
+            return
+        with python.collecting(collector.path, parts.SESSION + collector.nodeid):  # its import: its tests
+            yield
+
+    @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, None, None]:
         if self.log is not None:
             timeline.append(self.log, timeline.BEGIN, item.nodeid)
@@ -187,7 +219,7 @@ class KernelRecorder:
 
         if self.recorder is not None:
             self.recorder.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
-        for key in (hook.FOLDER_VARIABLE, hook.SCOPE_VARIABLE, hook.TESTS_VARIABLE):
+        for key in (hook.FOLDER_VARIABLE, hook.SCOPE_VARIABLE, hook.TESTS_VARIABLE, ROOT_VARIABLE):
             os.environ.pop(key, None)
         if self.role == "worker":  # the controller merges every worker's part
             return

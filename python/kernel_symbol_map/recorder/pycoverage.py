@@ -1,0 +1,221 @@
+"""Which of the project's Python code each scope executed: coverage.py's dynamic contexts, as block digests.
+
+One measurement per process, started by the pytest plugin before the initial
+conftests load (the way pytest-cov starts) and in every Python child that
+records (the ``.pth`` hook). Its contexts are the recorder's scopes: the
+plugin switches them with the kernel scopes, so Python code is attributed
+exactly as kernels are (a test, a fixture scope, every test). At the end each
+scope's executed lines become the digests of the blocks that hold them
+(:mod:`..mapformat.pyblocks`), per file, relative to the project's root (the
+git top level).
+
+What cannot be seen is said, never guessed:
+
+* files of the project loaded from elsewhere (an installed copy in
+  site-packages): ``copies``; ``select`` cannot clear them from this recording;
+* project modules imported before the measurement started: every block of
+  theirs counts for every test;
+* no coverage.py, another tracer already running (pytest-cov, a debugger),
+  or no git checkout: no Python evidence at all (``problem``).
+
+Test modules' own import-time code runs while pytest collects them; the plugin
+attributes it to the module's tests (:meth:`collecting`). Every other file's
+lines executed then belong to every test: a module is imported once, and any
+later test may read what its import left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..mapformat import pyblocks
+
+ROOT_VARIABLE = "KERNEL_SYMBOL_MAP_RECORD_PYTHON"  # the project's root: measure Python code under it
+_DEFAULT = ""  # coverage's context before any switch: the process's default scope
+
+
+class PythonCoverage:
+    """This process's measurement (at most one)."""
+
+    current: ClassVar[PythonCoverage | None] = None
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root
+        self.problem = ""
+        self.cov: Any = None
+        self.own: dict[str, tuple[str, str]] = {}  # context -> (its own file, the scope its lines go to)
+        self._stack: list[str] = []
+        self.preimported: set[str] = set()
+        self.pid = os.getpid()
+
+    @classmethod
+    def start(cls, root: Path | None = None) -> PythonCoverage:
+        """Start measuring this process under ``root`` (default: the environment's); once per process."""
+        if cls.current is not None:
+            if cls.current.pid != os.getpid() and cls.current.cov is not None:  # forked: go on measuring here
+                cls.current.pid = os.getpid()  # (the parent's lines so far come along: attributed as there)
+            if cls.current.pid == os.getpid():
+                return cls.current
+        named = os.environ.get(ROOT_VARIABLE)
+        found = cls(root if root is not None else Path(named) if named else None)
+        cls.current = found
+        found._begin()
+        return found
+
+    def _begin(self) -> None:
+        if self.root is None or not self.root.is_dir():
+            self.problem = "no project root to measure Python code in (not a git checkout)"
+            return
+        if sys.gettrace() is not None:
+            self.problem = "another tracer (pytest-cov, coverage, a debugger) is running: Python code was not measured"
+            return
+        try:
+            import coverage
+        except ImportError:
+            self.problem = "coverage.py is not installed (pip install 'kernel-symbol-map[record]')"
+            return
+        if coverage.Coverage.current() is not None:
+            self.problem = "another coverage measurement (pytest-cov) is running: Python code was not measured"
+            return
+        root = str(self.root.resolve()) + os.sep
+        self.preimported = {f for f in map(_module_file, list(sys.modules.values())) if f and f.startswith(root)}
+        self.cov = coverage.Coverage(data_file=None, config_file=False, branch=False, include=[f"{root}*"],
+                                     omit=["*/site-packages/*", "*/dist-packages/*"], messages=False)
+        try:
+            self.cov.start()
+        except Exception as e:  # noqa: BLE001 - a measurement that fails to start is no evidence, said so
+            self.problem = f"coverage.py could not start: {e}"
+            self.cov = None
+
+    # -- scopes ---------------------------------------------------------------------------------
+
+    def switch(self, scope: str) -> None:
+        if self.cov is not None:
+            self.cov.switch_context(scope)
+
+    @contextmanager
+    def attributing(self, scope: str) -> Iterator[None]:
+        """Lines executed inside the block belong to ``scope``; the scope outside is restored after."""
+        self._stack.append(scope)
+        self.switch(scope)
+        try:
+            yield
+        finally:
+            self._stack.pop()
+            self.switch(self._stack[-1] if self._stack else _DEFAULT)
+
+    @contextmanager
+    def collecting(self, path: Path, scope: str) -> Iterator[None]:
+        """pytest imports the test module ``path``: its own lines go to ``scope`` (its tests), others' to every test."""
+        context = f"collect:{path}"
+        self.own[context] = (str(path.resolve()), scope)
+        with self.attributing(context):
+            yield
+
+    # -- the result -------------------------------------------------------------------------------
+
+    def finish(self, default_scope: str) -> dict[str, Any]:
+        """``{"python": {scope: {file: [digests]}}, "python_copies": [files]}``, or the problem with no evidence."""
+        if self.cov is None or os.getpid() != self.pid:
+            return {"python": None, "python_problem": self.problem or "Python code was not measured"}
+        if PythonCoverage.current is self:
+            PythonCoverage.current = None  # the next measurement in this process (a test's own run) is a new one
+        try:
+            self.cov.stop()
+            data = self.cov.get_data()
+            measured = data.measured_files()
+        except Exception as e:  # noqa: BLE001 - whatever coverage.py raises, this process's Python is unknown
+            return {"python": None, "python_problem": f"coverage.py failed: {e}"}
+        assert self.root is not None  # measured only under a root
+        root = self.root.resolve()
+        tracked = _tracked(root)
+        found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for path in measured:
+            rel = _relative(path, root)
+            if rel is None or rel not in tracked:
+                continue  # a build output, a virtual environment inside the root: no changed file is these
+            by_context: dict[str, set[int]] = defaultdict(set)
+            for line, contexts in data.contexts_by_lineno(path).items():
+                for context in contexts:
+                    by_context[context].add(line)
+            blocks = _blocks(Path(path))
+            for context, lines in by_context.items():
+                found[self._scope(context, path, default_scope)][rel].update(blocks.executed(lines))
+        for path in self.preimported:  # imported before we could see them: all of it, for every test
+            rel = _relative(path, root)
+            if rel is not None and rel in tracked:
+                found[default_scope][rel].update(_blocks(Path(path)).digests)
+        return {"python": {scope: {rel: sorted(d) for rel, d in sorted(files.items())}
+                           for scope, files in sorted(found.items())},
+                "python_copies": _copies(root, tracked), "pyblocks": pyblocks.SCHEME}
+
+    def _scope(self, context: str, path: str, default_scope: str) -> str:
+        if not context:
+            return default_scope
+        own = self.own.get(context)
+        if own is not None:
+            return own[1] if os.path.realpath(path) == own[0] else default_scope
+        return context
+
+
+def _module_file(module: Any) -> str:
+    path = getattr(module, "__file__", None)
+    return os.path.realpath(path) if isinstance(path, str) and path.endswith(".py") else ""
+
+
+def _relative(path: str, root: Path) -> str | None:
+    try:
+        return Path(os.path.realpath(path)).relative_to(root).as_posix()
+    except ValueError:
+        return None
+
+
+def _blocks(path: Path) -> pyblocks.Blocks:
+    try:
+        return pyblocks.split(path.read_bytes())
+    except OSError:
+        return pyblocks.split(b"\0 unreadable")  # one block whose digest no checkout's file will have
+
+
+def _tracked(root: Path) -> frozenset[str]:
+    """The project's Python files git knows (tracked, or untracked and not ignored)."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                              "--", "*.py"], capture_output=True, check=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(p for p in out.decode("utf-8", "surrogateescape").split("\0") if p)
+
+
+def _copies(root: Path, tracked: frozenset[str]) -> list[str]:
+    """Project files whose module ran from another place (an installed copy): this recording never saw them run."""
+    by_suffix: dict[str, list[str]] = defaultdict(list)
+    for rel in tracked:
+        parts = rel.split("/")
+        for i in range(len(parts)):
+            by_suffix["/".join(parts[i:])].append(rel)
+    found = set()
+    for name, module in list(sys.modules.items()):
+        path = _module_file(module)
+        if not path or _relative(path, root) in tracked or not name or name == "__main__":
+            continue  # the project's own file, or no file at all
+        key = name.replace(".", "/") + ("/__init__.py" if path.endswith("__init__.py") else ".py")
+        found.update(by_suffix.get(key, ()))
+    return sorted(found)
+
+
+def project_root(path: Path) -> Path | None:
+    """The git top level of ``path``: the root ``select`` spells changed files from; None outside git."""
+    try:
+        out = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True,
+                             check=True, timeout=60, text=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(out) if out else None

@@ -19,8 +19,9 @@
 # tables and the PTX text in every image: bench/bench_emitted.py). Files no object compiles (CMakeLists,
 # Python, docs) decide as in source mode. A main map without digests (built by an older
 # kernel-symbol-map) makes it decide in source mode, and it says so (NOTE, "mode_why").
-# --diff counts untracked files as changes: the recipe keeps its own (dist/, selection.json) out of it;
-# any other file the build writes into the checkout must be git-ignored.
+# --diff counts untracked files as changes: kernel-symbol-map's wheel goes outside the checkout (mktemp),
+# the recipe's own files in it (dist/, selection.json, results.xml, evaluation.md) are excluded before any
+# is written, and any other file the build writes into the checkout must be git-ignored.
 #
 # KSM_SOURCE is anything `pip wheel` takes for kernel-symbol-map (a vendored checkout, or
 # git+https://... of the project): it is on no package index yet, so its wheel goes
@@ -29,16 +30,20 @@ set -euo pipefail
 mode=$1 evidence=$2
 : "${KSM_SOURCE:?set KSM_SOURCE to a checkout of kernel-symbol-map, or a URL pip can build it from}"
 
-ksm_wheels=$(mktemp -d)
+# --diff counts every untracked file as a change (a file in no map: everything runs), so every file this
+# recipe writes into the checkout is kept out of it, in this clone only (the pull request's files are all
+# tracked), and each line once however often the clone is reused.
+exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")" && touch "$exclude"
+for own in /dist/ /selection.json /results.xml /evaluation.md; do
+  grep -qxF "$own" "$exclude" || printf '%s\n' "$own" >> "$exclude"
+done
+
+ksm_wheels=$(mktemp -d)                # outside the checkout
 pip wheel --no-deps "$KSM_SOURCE" -w "$ksm_wheels"
 export PIP_FIND_LINKS="$ksm_wheels"
 pip install 'kernel-symbol-map[record]'
 pip wheel . -w dist --no-deps          # the CMake package writes the map into the wheel
 pip install dist/*.whl
-# --diff counts every untracked file as a change (a file in no map: everything runs), so this recipe's
-# own files are kept out of it, in this clone only: the pull request's files are all tracked.
-exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")"
-printf '%s\n' /dist/ /selection.json >> "$exclude"
 
 case "$mode" in
   record)

@@ -7,6 +7,14 @@
 set -euo pipefail
 here=$(dirname "$0")
 flow=${1:-before-build}
+# --diff counts every untracked file as a change (a file in no map: everything runs), so every file this
+# recipe writes into the checkout (dist/, selection.json) is kept out of it before any is written, in this
+# clone only (the pull request's files are all tracked), and each line once however often the clone is
+# reused. kernel-symbol-map's wheel goes outside the checkout (mktemp).
+exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")" && touch "$exclude"
+for own in /dist/ /selection.json; do
+  grep -qxF "$own" "$exclude" || printf '%s\n' "$own" >> "$exclude"
+done
 case "$flow" in
   before-build)
     "$here/build.sh"                             # installs kernel-symbol-map, builds and keeps dist/*.whl
@@ -34,11 +42,7 @@ if [ "${BUILDKITE_BRANCH}" = "${BUILDKITE_PIPELINE_DEFAULT_BRANCH:-main}" ]; the
   exit 0
 fi
 
-# --diff counts every untracked file as a change (a file in no map: everything runs), so this recipe's
-# own files are kept out of it, in this clone only: the pull request's files are all tracked.
-exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")"
-printf '%s\n' /dist/ /selection.json >> "$exclude"
-# Any other file the build writes into the checkout must be git-ignored.
+# Any other file the build writes into the checkout than those excluded above must be git-ignored.
 # Main's last build kept its wheel (the map) and every step's recording in $KSM_EVIDENCE (a shared
 # folder here; an S3 prefix with `aws s3 cp` works the same). Missing evidence is never an error:
 # select then keeps every step, and says why.

@@ -135,6 +135,11 @@ def test_static_rules_instead_of_everything(map_file: Path, tmp_path: Path) -> N
                            "--recordings", str(recs), "--changed", "csrc/host_only.cpp", "--rules", str(rules), "--json"],
                           capture_output=True, text=True, check=True)
     doc = json.loads(proc.stdout)
+    # Per file: the map knows csrc/host_only.cpp but cannot clear it (host-only), so the rules decide it.
+    assert doc["fallback"] is None and doc["run"] == ["test_gemm"]
+    assert doc["files"][0]["decided_by"] == "rules" and doc["files"][0]["status"] == "host"
+    whole = subprocess.run([*proc.args, "--whole-change"], capture_output=True, text=True, check=True)
+    doc = json.loads(whole.stdout)
     assert doc["fallback"] == "host-file" and doc["run"] == ["test_gemm"]
 
 

@@ -17,7 +17,8 @@ import pytest
 from kernel_symbol_map.cli import main
 from kernel_symbol_map.consumer.kernelmap import KernelMap
 from kernel_symbol_map.consumer.recordings import Recording
-from kernel_symbol_map.consumer.selection import COMMIT_MISMATCH, EVIDENCE_FALLBACKS, StaticRules, select
+from kernel_symbol_map.consumer.selection import COMMIT_MISMATCH, EVIDENCE_FALLBACKS, Options, StaticRules, select
+from kernel_symbol_map.errors import KernelSymbolMapError
 
 ONE, TWO = "1" * 40, "2" * 40  # two commits, full SHAs
 A_K, B_K = "_Z8a_kernelv", "_Z8b_kernelv"
@@ -191,11 +192,34 @@ def test_static_rules_never_choose_for_an_empty_change_set() -> None:
 
 
 def test_a_changed_file_no_rule_matches_runs_everything() -> None:
-    """Under a fallback the rules decide only when every changed file matches one of them."""
+    """A file no map knows is the rules' when one matches it (per file); one no rule matches runs everything."""
     rules = StaticRules.parse({"rules": [{"paths": ["csrc/**"], "tests": ["test_a"]}]})
     kmap = KernelMap(document(ONE))
     result = select([kmap], RECORDED, ["csrc/new.cu"], rules)  # csrc/new.cu: in no map
-    assert result.fallback == "file-not-in-map" and result.to_run == ["test_a"]
+    assert result.fallback is None and result.to_run == ["test_a"]
+    assert result.verdicts["csrc/new.cu"].by == "rules"
     result = select([kmap], RECORDED, ["csrc/new.cu", "docs/notes.md"], rules)
     assert result.fallback == "file-not-in-map" and result.to_run == ["test_a", "test_b"]
     assert all("static rules" not in d.why for d in result.decisions)
+    assert "docs/notes.md is known to no decider" in result.summary()
+    # --whole-change: as before per-file decisions, the rules decide the whole change, under the fallback
+    whole = Options(rules=rules, per_file=False)
+    result = select([kmap], RECORDED, ["csrc/new.cu"], options=whole)
+    assert result.fallback == "file-not-in-map" and result.to_run == ["test_a"]
+    result = select([kmap], RECORDED, ["csrc/a.cu", "csrc/new.cu"], options=whole)
+    assert result.fallback == "file-not-in-map" and result.to_run == ["test_a"]
+
+
+def test_rules_decide_each_file_and_may_name_no_test() -> None:
+    """Docs need no test; a kernel source beside them is decided by the map alone; patterns name tests."""
+    rules = StaticRules.parse({"rules": [{"paths": ["docs/**", "*.md"], "tests": []},
+                                         {"paths": ["data/*.json"], "tests": ["test_b*"]}]})
+    kmap = KernelMap(document(ONE))
+    result = select([kmap], RECORDED, ["csrc/a.cu", "docs/x.rst", "NOTES.md"], rules)
+    assert result.fallback is None and result.to_run == ["test_a"]
+    assert {p: v.by for p, v in result.verdicts.items()} == {"csrc/a.cu": "map", "docs/x.rst": "rules",
+                                                             "NOTES.md": "rules"}
+    result = select([kmap], RECORDED, ["NOTES.md", "data/table.json"], rules)
+    assert result.to_run == ["test_b"] and result.decisions[1].reason == "rules"
+    with pytest.raises(KernelSymbolMapError, match="non-empty"):
+        StaticRules.parse({"rules": [{"paths": [], "tests": []}]})

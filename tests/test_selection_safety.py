@@ -494,7 +494,9 @@ def test_rules_match_the_normalised_path(built: Built, tmp_path: Path) -> None:
     rec = recorded(tmp_path, built.commit, everyone(built))
     result = select("--map", str(built.map), "--recordings", str(rec), "--changed", "csrc/moe/../attention/ops.cu",
                     "--rules", str(rules))
-    assert result["fallback"] == "file-not-in-map" and "test_a" in ran(result) and "test_moe" not in ran(result)
+    # no map knows the file: the rules decide it on its own (no fallback), by its normalised path
+    assert result["fallback"] is None and "test_a" in ran(result) and "test_moe" not in ran(result)
+    assert result["files"][0]["decided_by"] == "rules"
 
 
 def test_rules_decide_under_diff_too(built: Built, tmp_path: Path) -> None:

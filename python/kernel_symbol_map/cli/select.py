@@ -52,7 +52,12 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--allow-empty", action="store_true",
                    help="an empty change set is real (default: it is no evidence, and everything runs)")
     p.add_argument("--recordings-commit", default="", help="commit of recordings that do not carry one")
-    p.add_argument("--rules", type=Path, help="static fallback rules (JSON) instead of running everything")
+    p.add_argument("--rules", type=Path,
+                   help="path rules (JSON: {\"rules\": [{\"paths\": [globs], \"tests\": [patterns]}]}) for files "
+                   "no map, Python coverage or test file decides; a rule may name no test (docs)")
+    p.add_argument("--whole-change", action="store_true",
+                   help="one changed file that the map does not clear runs everything (or the rules decide the "
+                   "whole change), as before per-file decisions; default: each file is decided on its own")
     p.add_argument("--source-root", type=Path,
                    help="the project the map's relative paths are in (default: the git top level of .)")
     p.add_argument("--build-dir", action="append", default=[], type=Path, metavar="DIR",
@@ -75,6 +80,7 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from ..consumer import changes
     from ..consumer.canonical import Canonical
+    from ..consumer.perfile import looks_built
     from ..consumer.recordings import expand, read_each
     from ..consumer.selection import (
         EVIDENCE_FALLBACKS,
@@ -104,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     base_maps, bad_base = _load_maps(args.base_map, "--base-map") if args.base_map else (None, None)
     bad_map = bad_map or bad_base
     canonical = Canonical(source_root, args.build_dir)
-    options = Options(rules, args.allow_empty, args.whole_target, canonical, tuple(args.external_kernels))
+    options = Options(rules, args.allow_empty, args.whole_target, canonical, tuple(args.external_kernels),
+                      per_file=not args.whole_change, source_root=source_root)
     tests = all_tests(recordings, unreadable, rules)
 
     changed: list[str] = list(args.changed or [])
@@ -115,6 +122,11 @@ def run(args: argparse.Namespace) -> int:
             commit_missing = f"the map's commit {commit} is not in this repository (fetch it, or deepen the clone)"
             commit = ""
         changed = list(changes.changed_files(source_root, [c for c in (commit, args.diff) if c], source_root).paths)
+    for path in changed:
+        built = looks_built(path)
+        if built:
+            warning(f"{path} looks like a build output ({built}) and is in the change set: build outside the "
+                    "repository or add it to .gitignore, or it runs every test no rule clears")
     not_this_build = _not_this_build(kmaps, base_maps, source_root) if args.diff is not None else ""
     if bad_map:
         selection = everything(tests, changed, *bad_map, rules, canonical=canonical)
@@ -176,6 +188,9 @@ def _print(selection: Selection, as_json: bool) -> None:
         print(f"NOTE {selection.mode_why}")
     if selection.fallback:
         print(f"FALLBACK {selection.fallback}: {selection.fallback_why}")
+    for v in (v for v in selection.verdicts.values() if v.by not in ("map", "emitted")):  # those say it per test
+        runs = "every test" if v.by == "everything" else f"{len(v.tests)} tests"
+        print(f"FILE {v.path} [{v.by}, {runs}]: {v.why}")
     for d in selection.decisions:
         print(f"{'RUN ' if d.run else 'SKIP'} {d.test}: {d.why}")
     print(selection.summary())

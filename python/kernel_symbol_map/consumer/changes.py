@@ -118,3 +118,31 @@ def _gitlink(repo: Path, base: str, path: str) -> str | None:
         if name == path and meta.startswith("160000 commit "):
             return meta.split()[2]
     return None
+
+
+def exists_at(repo: Path, commit: str, path: str) -> bool | None:
+    """Whether ``path`` (relative to the top level) was in ``commit``; None when git cannot say."""
+    command = ["git", "-C", str(repo), "cat-file", "-e", f"{commit}:{path}"]
+    try:
+        proc = subprocess.run(command, capture_output=True, check=False, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode == 0:
+        return True
+    return False if has_commit(repo, commit) else None
+
+
+def python_files(repo: Path) -> list[str]:
+    """The checkout's Python files (tracked, or untracked and not ignored), relative to the top level."""
+    out = _git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "*.py")
+    return sorted({p for p in out.split("\0") if p})
+
+
+def show(repo: Path, commit: str, path: str) -> bytes | None:
+    """``path`` (relative to the top level) as ``commit`` has it; None when it had none, or git cannot say."""
+    command = ["git", "-C", str(repo), "show", f"{commit}:{path}"]
+    try:
+        proc = subprocess.run(command, capture_output=True, check=False, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None

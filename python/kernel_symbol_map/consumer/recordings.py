@@ -29,7 +29,7 @@ import re
 import sqlite3
 import string
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from typing import Any
 import regex
 
 from ..errors import RecordingError
+from ..mapformat import pyblocks
 
 _FOOTER = regex.compile(r"^# end records=(\d+) unique=(\d+) dropped=(\d+)$")
 _DROPPED = regex.compile(r"^# dropped=(\d+)$")
@@ -53,6 +54,11 @@ class Recording:
     commit: str
     where: str  # file, and line for JSONL
     why_incomplete: str = ""
+    # The project's Python code it executed: file -> block digests (see mapformat.pyblocks); None when the
+    # recording cannot say (not measured, or measured by another block scheme), with why.
+    python: Mapping[str, frozenset[str]] | None = None
+    python_why: str = "its recording has no Python coverage"
+    python_copies: frozenset[str] = frozenset()  # project files it ran from elsewhere (an installed copy)
 
 
 @dataclass(frozen=True)
@@ -130,11 +136,26 @@ def merge(recordings: list[Recording]) -> list[Recording]:
         whys = [p.why_incomplete for p in parts if not p.complete]
         if len(commits) > 1:  # no single commit to compare with the map's: never evidence
             whys.append(f"recorded at several commits ({', '.join(sorted(c or '(unknown)' for c in commits))})")
+        python, python_why = _merged_python(parts)
         merged.append(Recording(
             test, frozenset().union(*(p.kernels for p in parts)), not whys, commits.pop() if len(commits) == 1 else "",
-            ", ".join(p.where for p in parts), "; ".join(whys),
+            ", ".join(p.where for p in parts), "; ".join(whys), python, python_why,
+            frozenset().union(*(p.python_copies for p in parts)),
         ))
     return sorted(merged, key=lambda r: r.test)
+
+
+def _merged_python(parts: list[Recording]) -> tuple[Mapping[str, frozenset[str]] | None, str]:
+    """One test's Python coverage over several records: the union, or None when any part cannot say."""
+    missing = next((p for p in parts if p.python is None), None)
+    if missing is not None:
+        return None, missing.python_why
+    files: dict[str, frozenset[str]] = {}
+    for p in parts:
+        assert p.python is not None
+        for rel, digests in p.python.items():
+            files[rel] = files.get(rel, frozenset()) | digests
+    return files, ""
 
 
 def _open(path: Path) -> list[str]:
@@ -243,6 +264,7 @@ def _count(digits: str, where: Callable[[int], str], at: int) -> int:
 
 def _jsonl(path: Path, default_commit: str) -> list[Recording]:
     found = []
+    interned: dict[str, str] = {}
     for number, raw in enumerate(_open(path), 1):
         if not raw.strip():
             continue
@@ -269,9 +291,36 @@ def _jsonl(path: Path, default_commit: str) -> list[Recording]:
             raise RecordingError(f"{where}: \"commit\" must be a string")
         reason = record.get("reason")
         why = reason if isinstance(reason, str) and _clean(reason) else "the recorder marked it incomplete"
+        python, python_why, copies = _python(record, where, interned)
         found.append(Recording(record["test"], frozenset(kernels), complete, commit, where,
-                               "" if complete else why))
+                               "" if complete else why, python, python_why, copies))
     return found
+
+
+def _python(record: dict[str, Any], where: str,
+            interned: dict[str, str]) -> tuple[Mapping[str, frozenset[str]] | None, str, frozenset[str]]:
+    """A record's Python coverage: ``"python": {file: [digests]}``, its ``"pyblocks"`` scheme, ``"python_copies"``."""
+    if "python" not in record:
+        return None, "its recording has no Python coverage (recorded without it)", frozenset()
+    files = record["python"]
+    if files is None:
+        problem = record.get("python_problem")
+        return None, (f"its Python code was not measured: {problem}" if isinstance(problem, str) and _clean(problem)
+                      else "its Python code was not measured"), frozenset()
+    if not isinstance(files, dict) or not all(
+            isinstance(f, str) and _clean(f) and isinstance(d, list) and set(map(type, d)) <= {str}
+            for f, d in files.items()):
+        raise RecordingError(f"{where}: \"python\" must map file names to lists of block digests")
+    copies = record.get("python_copies", [])
+    if not isinstance(copies, list) or not all(isinstance(c, str) and _clean(c) for c in copies):
+        raise RecordingError(f"{where}: \"python_copies\" must be a list of file names")
+    scheme = record.get("pyblocks")
+    if scheme != pyblocks.SCHEME:
+        return None, (f"its Python coverage is of block scheme {scheme!r}, this select reads "
+                      f"{pyblocks.SCHEME}"), frozenset(copies)
+    # One string per distinct digest and file name: a 1,000-test recording repeats the same ones.
+    return ({interned.setdefault(f, f): frozenset(interned.setdefault(x, x) for x in d) for f, d in files.items()},
+            "", frozenset(copies))
 
 
 _NSYS_JOIN = """

@@ -24,14 +24,12 @@ those in ``skip``, so a test no recording knows is never lost.
 from __future__ import annotations
 
 import dataclasses
-import json
-import posixpath
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pathspec
 import regex
 
 from .._graph import reachable
@@ -39,7 +37,12 @@ from ..errors import KernelSymbolMapError
 from ..mapformat import is_full_sha
 from . import emitted
 from .kernelmap import KernelMap, Link, Reach
+from .perfile import PerFile, Verdict
+from .pythonfiles import PythonTree
 from .recordings import Recording, Unreadable
+from .rules import StaticRules
+
+__all__ = ["Decision", "Options", "Selection", "StaticRules", "Verdict", "select"]
 
 # Why evidence could not remove tests.
 NO_MAP = "no-map"
@@ -87,6 +90,7 @@ class Selection:
     mode: str = "source"  # "output": decided by what two builds emitted (select --base-map)
     mode_why: str = ""  # why output mode was asked for and not used
     emitted: emitted.Emitted | None = None
+    verdicts: dict[str, Verdict] = field(default_factory=dict)  # changed file -> how it was decided
 
     @property
     def to_run(self) -> list[str]:
@@ -95,12 +99,25 @@ class Selection:
     def summary(self) -> str:
         """The last line people read: how many tests run, and of what."""
         known, run = len(self.decisions), len(self.to_run)
+        unknown = [v.path for v in self.verdicts.values() if v.by == "everything"]
         if self.fallback and run == known:
             why = f": {self.fallback_why}" if self.mode == "output" else ""  # output mode says why it was not used
+            if unknown:  # the files no decider knew, by name
+                why = f": {', '.join(unknown[:3])}{' ...' if len(unknown) > 3 else ''} " \
+                    f"{'is' if len(unknown) == 1 else 'are'} known to no decider"
             return f"every test runs ({self.fallback}{why}); {known} known to the recordings"
         how = f" (static rules, {self.fallback})" if self.fallback else ""
         found = f"; {self.emitted.summary()}" if self.emitted else ""
-        return f"{run} of {known} known tests to run{how}{found}; any test no recording knows runs too"
+        by = Counter(v.by for v in self.verdicts.values())
+        files = "; files decided by " + ", ".join(f"{n} {b}" for b, n in sorted(by.items())) if by else ""
+        return f"{run} of {known} known tests to run{how}{found}{files}; any test no recording knows runs too"
+
+    def _file_json(self, r: Reach) -> dict[str, Any]:
+        entry: dict[str, Any] = {"path": r.path, "status": r.status, "kernels": len(r.symbols)}
+        v = self.verdicts.get(r.path)
+        if v is not None:
+            entry.update({"decided_by": v.by, "why": v.why, "runs": len(v.tests) if v.by != "everything" else None})
+        return entry
 
     def to_json(self) -> dict[str, Any]:
         decisions = []
@@ -115,7 +132,7 @@ class Selection:
             "run": self.to_run,
             "skip": [d.test for d in self.decisions if not d.run],
             "decisions": decisions,
-            "files": [{"path": r.path, "status": r.status, "kernels": len(r.symbols)} for r in self.files],
+            "files": [self._file_json(r) for r in self.files],
             "changed": self.changed,
             "mode": self.mode,
             "mode_why": self.mode_why,
@@ -127,76 +144,14 @@ class Selection:
 
 
 @dataclass(frozen=True)
-class StaticRules:
-    """The user's fallback: ``{"rules": [{"paths": [globs], "tests": [names]}]}``; no match means everything.
-
-    Globs are git's (gitignore syntax, through ``pathspec``): ``*`` stays within
-    a path segment, ``**`` crosses segments, and a glob without a ``/`` matches
-    a file name at any depth.
-    """
-
-    rules: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]
-
-    @classmethod
-    def read(cls, path: Path) -> StaticRules:
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as e:
-            raise KernelSymbolMapError(f"{path}: not a rules file ({e})") from None
-        return cls.parse(data, str(path))
-
-    @classmethod
-    def parse(cls, data: Any, where: str = "rules") -> StaticRules:
-        if not isinstance(data, dict) or set(data) != {"rules"} or not isinstance(data["rules"], list):
-            raise KernelSymbolMapError(f"{where}: expected {{\"rules\": [...]}} and nothing else")
-        rules = []
-        for i, rule in enumerate(data["rules"]):
-            if not isinstance(rule, dict) or set(rule) != {"paths", "tests"}:
-                raise KernelSymbolMapError(f"{where}: rules[{i}] must have exactly \"paths\" and \"tests\"")
-            for key in ("paths", "tests"):
-                value = rule[key]
-                if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-                    raise KernelSymbolMapError(f"{where}: rules[{i}].{key} must be a non-empty list of strings")
-            for glob in rule["paths"]:
-                try:
-                    pathspec.PathSpec.from_lines("gitwildmatch", [glob])
-                except (ValueError, TypeError) as e:
-                    raise KernelSymbolMapError(f"{where}: rules[{i}]: bad glob {glob!r} ({e})") from None
-            rules.append((tuple(rule["paths"]), tuple(rule["tests"])))
-        return cls(tuple(rules))
-
-    def tests_for(self, changed: Sequence[str], canonical: Callable[[str], str] | None = None) -> set[str] | None:
-        """Tests the rules name for ``changed``, or None when some file matches no rule.
-
-        Each path is matched as written once normalised (``csrc/moe/../attention/x.cu`` is
-        ``csrc/attention/x.cu``) and, with ``canonical``, as the file it really is (symlinks
-        resolved): the tests of every spelling, and None if any spelling matches no rule.
-        """
-        specs = [(pathspec.PathSpec.from_lines("gitwildmatch", globs), tests) for globs, tests in self.rules]
-        found: set[str] = set()
-        for path in changed:
-            spellings = {posixpath.normpath(path)}
-            if canonical is not None:
-                spellings.add(canonical(path))
-            for spelled in spellings:
-                hits = [tests for spec, tests in specs if spec.match_file(spelled)]
-                if not hits:
-                    return None
-                found.update(t for tests in hits for t in tests)
-        return found
-
-    @property
-    def tests(self) -> set[str]:
-        return {t for _, tests in self.rules for t in tests}
-
-
-@dataclass(frozen=True)
 class Options:
     rules: StaticRules | None = None
     allow_empty: bool = False  # an empty change set is real: skip every test evidence clears
     whole_target: bool = False  # a changed device source reaches every kernel of its targets
     canonical: Callable[[str], str] | None = None  # a Canonical: compare paths with symlinks resolved
     external_kernels: tuple[str, ...] = ()  # regexes of kernels from outside the project (torch, cuBLAS)
+    per_file: bool = True  # each file the map does not clear decided on its own (False: any one runs everything)
+    source_root: Path | None = None  # the checkout: changed Python files are read (and git asked) there
 
 
 def select(
@@ -294,17 +249,50 @@ def _by_sources(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[R
     """Source mode: each changed file reaches the kernels of every object compiled from it."""
     files = [_combine(path, _with_generated(kmaps, path, reaches)) for path, *reaches in
              zip(changed, *(m.reach(*changed, canonical=options.canonical) for m in kmaps), strict=True)]
-    blocking = [r for r in files if not r.clearable]
-    if blocking:
-        return fallback(_FILE_CODES[blocking[0].status], "; ".join(r.explain() for r in blocking), files)
+    verdicts = {r.path: Verdict(r.path, "map", r.explain()) for r in files if r.clearable}
+    undecided = _decide_others([r for r in files if not r.clearable], verdicts, tests, recordings, options, kmaps)
+    if undecided:
+        return _with_verdicts(fallback(*_everything_for(undecided), files), verdicts)
     reached: dict[str, str] = {}
     for r in files:
-        for k in r.symbols:
+        for k in r.symbols if r.clearable else ():
             reached.setdefault(k, f"reached from {r.path}")
-    targets = {lk.target for r in files for lk in r.links}
+    targets = {lk.target for r in files if r.clearable for lk in r.links}
     widened = _whole_targets(kmaps, targets) - reached.keys() if options.whole_target else frozenset()
-    decisions = _decisions(kmaps, tests, recordings, unreadable, options, reached, widened)
-    return Selection(decisions, files=files, changed=list(changed))
+    decisions = _decisions(kmaps, tests, recordings, unreadable, options, reached, widened, _named(verdicts))
+    return Selection(decisions, files=files, changed=list(changed), verdicts=verdicts)
+
+
+def _decide_others(blocking: list[Reach], verdicts: dict[str, Verdict], tests: list[str],
+                   recordings: list[Recording], options: Options, kmaps: Sequence[KernelMap]) -> list[Verdict]:
+    """Decide the files the map did not clear on their own (into ``verdicts``); those that run everything."""
+    if not blocking:
+        return []
+    if not options.per_file:  # the whole change falls back on the first of them
+        return [Verdict(r.path, "everything", r.explain(), code=_FILE_CODES[r.status]) for r in blocking]
+    tree = PythonTree(options.source_root, kmaps[0].commit) if options.source_root is not None else None
+    deciders = PerFile(recordings, tests, options.rules, tree, options.canonical)
+    for r in blocking:
+        verdicts[r.path] = deciders.decide(r, _FILE_CODES[r.status])
+    return [v for v in verdicts.values() if v.by == "everything"]
+
+
+def _everything_for(undecided: list[Verdict]) -> tuple[str, str]:
+    """The fallback's (code, why) when files no decider knew make every test run: each file named."""
+    return undecided[0].code, "; ".join(v.why for v in undecided)
+
+
+def _with_verdicts(selection: Selection, verdicts: dict[str, Verdict]) -> Selection:
+    return dataclasses.replace(selection, verdicts=verdicts)
+
+
+def _named(verdicts: dict[str, Verdict]) -> dict[str, tuple[str, str]]:
+    """test -> (reason, why) for the tests that files decided by coverage, test files or rules make run."""
+    found: dict[str, tuple[str, str]] = {}
+    for v in verdicts.values():
+        for test, why in v.tests.items():
+            found.setdefault(test, (v.by, why))
+    return found
 
 
 def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[str], recordings: list[Recording],
@@ -317,18 +305,21 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     after = [_combine(p, rs) for p, *rs in zip(changed, *(m.reach(*changed, canonical=options.canonical)
                                                          for m in new), strict=True)]
     files = [b if b.status != "not-in-map" else a for b, a in zip(before, after, strict=True)]
-    blocking = [r for b, a in zip(before, after, strict=True) for r in (b, a) if r.status == "configure"]
-    blocking += [b for b, a in zip(before, after, strict=True) if b.status == a.status == "not-in-map"]
-    if blocking:
-        return _in_output_mode(fallback(_FILE_CODES[blocking[0].status], "; ".join(r.explain() for r in blocking),
-                                        files), None)
+    blocking = [next(r for r in (b, a) if r.status == "configure") if "configure" in (b.status, a.status) else b
+                for b, a in zip(before, after, strict=True)
+                if "configure" in (b.status, a.status) or b.status == a.status == "not-in-map"]
+    verdicts = {f.path: Verdict(f.path, "emitted", "decided by what the two builds emitted")
+                for f in files if f.path not in {r.path for r in blocking}}
+    undecided = _decide_others(blocking, verdicts, tests, recordings, options, base)
+    if undecided:
+        return _with_verdicts(_in_output_mode(fallback(*_everything_for(undecided), files), None), verdicts)
     found = emitted.compare(base, new)
     host_only = [h for h in found.hosts if not h.kernels]
     if host_only:
         h = host_only[0]
-        return _in_output_mode(fallback(HOST_CHANGED, f"the host code of {len(host_only)} objects with no kernels "
-                                        f"differs, e.g. {h.object} (from {h.source}, {h.how}): any test may call it",
-                                        files), found)
+        return _with_verdicts(_in_output_mode(fallback(
+            HOST_CHANGED, f"the host code of {len(host_only)} objects with no kernels differs, e.g. {h.object} "
+            f"(from {h.source}, {h.how}): any test may call it", files), found), verdicts)
     reached = {k: f"its device code {how}" for k, how in found.kernels.items()}
     for h in found.hosts:
         for k in sorted(h.kernels):
@@ -338,8 +329,8 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     widened = frozenset()
     if options.whole_target:
         widened = _whole_targets([*base, *new], {h.target for h in found.hosts}) - reached.keys()
-    decisions = _decisions(base, tests, recordings, unreadable, options, reached, widened)
-    return _in_output_mode(Selection(decisions, files=files, changed=list(changed)), found)
+    decisions = _decisions(base, tests, recordings, unreadable, options, reached, widened, _named(verdicts))
+    return _in_output_mode(Selection(decisions, files=files, changed=list(changed), verdicts=verdicts), found)
 
 
 def _in_output_mode(selection: Selection, found: emitted.Emitted | None) -> Selection:
@@ -348,9 +339,10 @@ def _in_output_mode(selection: Selection, found: emitted.Emitted | None) -> Sele
 
 def _decisions(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Recording],
                unreadable: Sequence[Unreadable], options: Options, reached: dict[str, str],
-               widened: frozenset[str]) -> list[Decision]:
-    """Each test's decision: it runs if it launched a reached kernel (``reached``: kernel -> how), or its
-    recording cannot show it did not; else it is skipped."""
+               widened: frozenset[str], named: dict[str, tuple[str, str]]) -> list[Decision]:
+    """Each test's decision: it runs if it launched a reached kernel (``reached``: kernel -> how), a changed file
+    decided on its own names it (``named``: test -> (reason, why)), or its recording cannot show it did not
+    need to; else it is skipped."""
     commit = kmaps[0].commit
     known = frozenset().union(*(m.symbols for m in kmaps))
     external = external_patterns(options.external_kernels)
@@ -367,6 +359,8 @@ def _decisions(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Re
         if launched:
             decisions.append(Decision(test, True, "launched", f"launched {len(launched)} reached kernels, "
                                       f"e.g. {launched[0]} ({reached[launched[0]]})"))
+        elif test in named:
+            decisions.append(Decision(test, True, *named[test]))
         elif test in unreadable_tests:
             decisions.append(Decision(test, True, RECORDING_UNREADABLE, unreadable_tests[test].why))
         elif rec is None:

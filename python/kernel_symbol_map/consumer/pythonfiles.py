@@ -1,0 +1,305 @@
+"""Changed Python files, decided by each test's recorded Python coverage (and, for tests, by their file).
+
+A test's record names the digests of the blocks of the project's Python code it
+executed, at the recordings' commit (:mod:`..mapformat.pyblocks`). A changed
+``.py`` file reaches a test when a block the test executed is no longer the
+same in the checkout: changed, renamed, or gone. Import-time code ran before any
+test and counts for every test (a module is imported once, and any later test
+may read what its import did), except a test module's own, which counts for its
+tests (the recorder sees pytest import it for them).
+
+Coverage decides a file only where it saw: never ``conftest.py`` (its hooks
+and fixtures serve a whole folder), a build script (``setup.py``), a file some
+recording ran from an installed copy, or a file whose recordings have no Python
+coverage at all. A test whose own record cannot say (not measured, of another
+block scheme, a copy) runs.
+
+A file that did not exist at the recordings' commit was executed by no test, so
+what reaches it is what imports it: it is decided by the tests that ran the
+files that import or name it (changed or not). That holds only when nothing can
+load it without naming it, so a new module is left to the next decider when it
+is a top-level module (it may shadow an installed one of the same name), a new
+package, or when any file of the project imports by computed names
+(``importlib.import_module(name)``, ``pkgutil.iter_modules``, ...).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import posixpath
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import regex
+
+from ..mapformat import pyblocks
+from . import changes
+from .recordings import Recording
+
+# Files coverage never decides: what they do happens outside every test's scope.
+NOT_BY_COVERAGE = {
+    "conftest.py": "pytest loads it for every test below its folder; its hooks and fixtures serve them all",
+    "setup.py": "the build runs it (compile flags, extensions): no test's coverage sees that",
+    "sitecustomize.py": "every interpreter runs it at start",
+    "usercustomize.py": "every interpreter runs it at start",
+}
+_DYNAMIC = regex.compile(r"\b(?:import_module|__import__)\s*\(\s*(?![\"'][\w.]+[\"']\s*[,)])"
+                         r"|\b(?:iter_modules|walk_packages|spec_from_file_location|run_path|run_module)\b")
+
+
+def is_test_file(path: str) -> bool:
+    """pytest's default test files: ``test_*.py`` and ``*_test.py``."""
+    name = posixpath.basename(path)
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+@dataclass(frozen=True)
+class FileDecision:
+    """What one decider says of one changed file: ``known`` False leaves it to the next decider."""
+
+    path: str
+    known: bool
+    why: str
+    tests: dict[str, str] = field(default_factory=dict)  # test -> why it runs
+
+
+class PythonTree:
+    """The checkout's Python files, as ``select`` sees them; paths relative to the git top level."""
+
+    def __init__(self, source_root: Path, commit: str) -> None:
+        self.source_root = Path(os.path.abspath(source_root))
+        self.commit = commit
+        try:
+            self.top: Path | None = changes.toplevel(self.source_root)
+        except changes.ChangeError:
+            self.top = None
+
+    def key(self, path: str) -> str | None:
+        """``path`` (as select was given it) relative to the top level, or None outside it."""
+        if self.top is None:
+            return None
+        absolute = path if os.path.isabs(path) else os.path.join(self.source_root, path)
+        rel = os.path.relpath(os.path.normpath(absolute), self.top)
+        return None if rel.startswith("..") else Path(rel).as_posix()
+
+    def read(self, rel: str) -> bytes | None:
+        assert self.top is not None
+        try:
+            return (self.top / rel).read_bytes()
+        except OSError:
+            return None
+
+    def existed(self, rel: str) -> bool | None:
+        return changes.exists_at(self.top, self.commit, rel) if self.top is not None and self.commit else None
+
+    @cached_property
+    def files(self) -> list[str]:
+        if self.top is None:
+            return []
+        try:
+            return changes.python_files(self.top)
+        except changes.ChangeError:
+            return []
+
+    def text(self, rel: str) -> str:
+        data = self.read(rel)
+        return data.decode("utf-8", "replace") if data is not None else ""
+
+    def module(self, rel: str) -> str | None:
+        """The dotted name ``rel`` imports as, through the packages (folders with ``__init__.py``) above it."""
+        assert self.top is not None
+        parts = rel[:-3].split("/")
+        if parts[-1] == "__init__":
+            parts.pop()
+        folder = posixpath.dirname(rel)
+        depth = 0
+        while folder and (self.top / folder / "__init__.py").is_file():
+            depth += 1
+            folder = posixpath.dirname(folder)
+        kept = parts[len(parts) - depth - (0 if rel.endswith("/__init__.py") else 1):]
+        return ".".join(kept) if kept else None
+
+    def dynamic_import(self, skip: str) -> str | None:
+        """The first ``file:line`` that imports a module by a computed name, or None."""
+        for rel in self.files:
+            if rel == skip:
+                continue
+            m = _DYNAMIC.search(self.text(rel))
+            if m:
+                return f"{rel}:{self.text(rel).count(chr(10), 0, m.start()) + 1}"
+        return None
+
+    def base_source(self, rel: str) -> bytes | None:
+        return changes.show(self.top, self.commit, rel) if self.top is not None and self.commit else None
+
+    def importers(self, rel: str, module: str) -> dict[str, list[int]]:
+        """Files that import ``module`` (or a name in it), or name it or its path in a string: file -> the lines
+        that do (0: anywhere, for a file that does not parse)."""
+        last = module.rpartition(".")[2]
+        found = {}
+        for other in self.files:
+            if other == rel:
+                continue
+            text = self.text(other)
+            if last not in text:
+                continue
+            lines = _imports(text, self.module(other) or "", other.endswith("/__init__.py"), module, rel)
+            if lines:
+                found[other] = lines
+        return found
+
+
+def _imports(text: str, importer: str, is_package: bool, module: str, rel: str) -> list[int]:
+    """The lines of ``text`` that import or name ``module``; [0] when it does not parse (it may, anywhere)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return [0]
+    package = importer if is_package else importer.rpartition(".")[0]
+    parent = module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            if any(a.name == module or a.name.startswith(module + ".") for a in node.names):
+                found.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".") if package else []
+                up = up[: max(len(up) - (node.level - 1), 0)]
+                base = ".".join([*up, *([node.module] if node.module else [])])
+            if base == module or base.startswith(module + ".") or \
+                    base == parent and any(a.name in (module.rpartition(".")[2], "*") for a in node.names):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value in (module, rel) or node.value.endswith("/" + rel):
+                found.append(node.lineno)
+    return sorted(set(found))
+
+
+class PythonDecider:
+    """Decides changed ``.py`` files from the recordings' Python coverage."""
+
+    def __init__(self, recordings: Sequence[Recording], tree: PythonTree) -> None:
+        self.recordings = list(recordings)
+        self.tree = tree
+        self.measured = [r for r in self.recordings if r.python is not None]
+
+    def decide(self, path: str) -> FileDecision:
+        if not path.endswith(".py"):
+            return FileDecision(path, False, "not a Python file")
+        name = posixpath.basename(path)
+        if name in NOT_BY_COVERAGE:
+            return FileDecision(path, False, f"{name}: {NOT_BY_COVERAGE[name]}")
+        if not self.measured:
+            return FileDecision(path, False, "no recording has Python coverage (pytest --kernel-record records it)")
+        rel = self.tree.key(path)
+        if rel is None:
+            return FileDecision(path, False, "outside the git checkout the recordings' paths are relative to")
+        if all(rel in r.python_copies for r in self.measured):
+            return FileDecision(path, False, "every recording ran it from an installed copy, not from the checkout: "
+                                "the recordings never saw this file run")
+        executed = [r for r in self.measured if r.python is not None and rel in r.python]
+        if executed:
+            return self._executed(path, rel)
+        existed = self.tree.existed(rel)
+        if existed is None:
+            return FileDecision(path, False, "no test executed it, and git cannot say whether it is new "
+                                f"(the recordings' commit {self.tree.commit or '(unknown)'})")
+        if existed:
+            return self._with_unseen(FileDecision(path, True, "no recorded test executed any of it"), rel)
+        return self._new(path, rel, set())
+
+    def _executed(self, path: str, rel: str) -> FileDecision:
+        source = self.tree.read(rel)
+        now = frozenset(pyblocks.split(source).digests) if source is not None else frozenset()
+        tests = {}
+        for r in self.measured:
+            assert r.python is not None
+            ran = r.python.get(rel)
+            if ran and not ran <= now:
+                gone = len(ran - now)
+                tests[r.test] = (f"it executed {gone} block{'s' if gone > 1 else ''} of {path} that the change "
+                                 f"{'removed' if source is None else 'altered'}")
+        why = f"{len(tests)} recorded tests executed code of it that changed"
+        return self._with_unseen(FileDecision(path, True, why, tests), rel)
+
+    def _with_unseen(self, found: FileDecision, rel: str) -> FileDecision:
+        """Tests whose own recording cannot say whether they ran ``rel`` run too."""
+        tests = dict(found.tests)
+        for r in self.recordings:
+            if r.test in tests:
+                continue
+            if r.python is None:
+                tests[r.test] = f"{found.path} changed, and {r.python_why}"
+            elif rel in r.python_copies:
+                tests[r.test] = f"{found.path} changed, and its recording ran an installed copy of it"
+        return FileDecision(found.path, found.known, found.why, tests)
+
+    def _new(self, path: str, rel: str, seen: set[str]) -> FileDecision:
+        """A file the recordings' commit did not have: the tests of what imports or names it."""
+        if is_test_file(rel):
+            return FileDecision(path, False, "a new test file: pytest collects it, no file imports it")
+        if rel.endswith("/__init__.py") or rel == "__init__.py":
+            return FileDecision(path, False, "a new package: its folder's modules change how they import")
+        module = self.tree.module(rel)
+        if module is None or "." not in module:
+            return FileDecision(path, False, "a new top-level module: it may shadow an installed one of its name")
+        assert self.tree.top is not None
+        if (self.tree.top / rel[:-3]).is_dir():
+            return FileDecision(path, False, f"a new module beside the folder {rel[:-3]}/ (a namespace package "
+                                "it replaces)")
+        dynamic = self.tree.dynamic_import(rel)
+        if dynamic is not None:
+            return FileDecision(path, False, f"a new module, and {dynamic} imports modules by computed names: "
+                                "it may load this one without naming it")
+        seen = seen | {rel}
+        tests: dict[str, str] = {}
+        lines = {i: n for i, n in self.tree.importers(rel, module).items() if i not in seen}
+        importers = list(lines)
+        for importer in importers:
+            inner = self._importer(importer, lines[importer], seen)
+            if not inner.known:
+                return FileDecision(path, False, f"a new module imported by {importer}, which "
+                                    f"cannot be decided: {inner.why}")
+            for t, why in inner.tests.items():
+                tests.setdefault(t, f"it ran {importer}, which imports the new module {module}" if why == "" else why)
+        if not importers:
+            return FileDecision(path, True, f"a new module ({module}) that no file imports or names")
+        why = f"a new module ({module}), imported by {', '.join(importers[:3])}" + (" ..." if len(importers) > 3 else "")
+        return self._with_unseen(FileDecision(path, True, why, tests), rel)
+
+    def _importer(self, rel: str, lines: list[int], seen: set[str]) -> FileDecision:
+        """The tests that executed what in ``rel`` imports a new module: the blocks holding ``lines``, as the
+        recordings' commit had them (every block of ``rel`` when one of them is new, or it does not parse)."""
+        base = self.tree.base_source(rel)
+        ran = [r for r in self.measured if r.python is not None and rel in r.python]
+        if base is None and not ran and not self.tree.existed(rel):
+            return self._new(rel, rel, seen)
+        wanted = _blocks_at_base(self.tree.read(rel), base, lines)
+        chosen = [r for r in ran if r.python is not None and (wanted is None or r.python[rel] & wanted)]
+        return self._with_unseen(FileDecision(rel, True, "", {r.test: "" for r in chosen}), rel)
+
+
+def _blocks_at_base(head: bytes | None, base: bytes | None, lines: list[int]) -> frozenset[str] | None:
+    """The base digests of the blocks that hold ``lines`` in ``head``, found by name; None: any block."""
+    if head is None or base is None or 0 in lines:
+        return None
+    now, then = pyblocks.split(head), pyblocks.split(base)
+    names = {now.names[now.lines[n] if 0 < n < len(now.lines) else 0] for n in lines}
+    digests = dict(zip(then.names, then.digests, strict=True))
+    if not names <= digests.keys():
+        return None
+    return frozenset(digests[n] for n in names)
+
+
+def tests_of_file(path: str, tests: Iterable[str]) -> FileDecision:
+    """A changed test file: the tests defined in it (ids under ``path::``); new ones no recording knows."""
+    prefix = path + "::"
+    mine = {t: f"it is defined in {path}, which changed" for t in tests if t.startswith(prefix)}
+    why = f"a test file: its {len(mine)} recorded tests" if mine else \
+        "a test file no recording knows: its tests are new, and every test no recording knows runs"
+    return FileDecision(path, True, why, mine)

@@ -1,0 +1,340 @@
+"""Issue 28: a real pull request's files, each decided on its own; Python files by per-test coverage.
+
+The project is tests/projects/selection (CUDA kernels, built with nvcc and
+Ninja) with a Python package that "launches" them, its own pytest suite, docs
+and a data file, in a git repository. Its suite runs once under the real
+plugin (``pytest --kernel-record``, CUPTI replaced by the stand-in package of
+tests/test_recorder_processes.py, in child processes too), so the recordings hold each test's kernels and
+the Python code it executed. Each case clones the project, changes it as a pull
+request would, and runs ``select --diff HEAD`` as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import projects
+import pytest
+from test_recorder_processes import FAKE_CUPTI
+from test_selection_safety import A_K, B_K, GIT_ID, ksm
+from toolchains import require
+
+TEST_A, TEST_B = "tests/test_a.py::test_a", "tests/test_b.py::test_b"
+SCALE, CONST = "tests/test_util.py::test_scale", "tests/test_util.py::test_const"
+TABLE, PLAIN = "tests/test_table.py::test_table", "tests/test_plain.py::test_plain"
+REGISTRY, CHILD = "tests/test_registry.py::test_registry", "tests/test_child.py::test_child"
+EVERY = {TEST_A, TEST_B, SCALE, CONST, TABLE, PLAIN, REGISTRY, CHILD}
+RULES = {"rules": [{"paths": ["docs/**", "*.md"], "tests": []}]}
+
+FILES = {
+    "pkg/__init__.py": "",
+    "pkg/ops.py": f'''from . import plugins, util
+
+A_KERNEL = "{A_K}"
+B_KERNEL = "{B_K}"
+
+
+def run_a(launch):
+    launch(A_KERNEL)
+    return util.scale(1)
+
+
+def run_b(launch):
+    launch(B_KERNEL)
+    return 2
+''',
+    "pkg/util.py": '''SCALE = 2
+
+
+def scale(x):
+    return x * SCALE
+
+
+def helper():
+    return "helped"
+''',
+    "pkg/registry.py": '''ENTRIES = []
+
+
+def register(name):
+    ENTRIES.append(name)
+''',
+    # Import-time code that changes another module: why import-time code counts for every test.
+    "pkg/plugins.py": '''from .registry import register
+
+register("fast-path")
+''',
+    "pkg/table.py": '''import json
+from pathlib import Path
+
+
+def load():
+    return json.loads((Path(__file__).parents[1] / "data" / "table.json").read_text())
+''',
+    "tests/conftest.py": '''import pytest
+
+
+@pytest.fixture
+def launch():
+    from cupti import cupti  # the stand-in of tests/test_recorder_processes.py, in every process
+
+    return cupti.launch
+''',
+    "tests/test_a.py": '''from pkg import ops
+
+
+def test_a(launch):
+    assert ops.run_a(launch) == 2
+''',
+    "tests/test_b.py": '''from pkg import ops
+
+
+def test_b(launch):
+    assert ops.run_b(launch) == 2
+''',
+    "tests/test_util.py": '''from pkg import util
+
+
+def test_scale():
+    assert util.scale(3) == 6
+
+
+def test_const():
+    assert util.SCALE == 2
+''',
+    "tests/test_table.py": '''from pkg import table
+
+
+def test_table():
+    assert table.load()["k"] == 1
+''',
+    "tests/test_plain.py": '''def test_plain():
+    assert 1 + 1 == 2
+''',
+    "tests/test_registry.py": '''from pkg import registry
+
+
+def test_registry():
+    assert registry.ENTRIES == ["fast-path"]
+''',
+    # A Python child process: its code counts as the recorder counts its kernels (the test it ran in).
+    "tests/test_child.py": '''import subprocess
+import sys
+
+
+def test_child():
+    out = subprocess.run([sys.executable, "-c", "from pkg import util; print(util.helper())"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "helped"
+''',
+    "data/table.json": '{"k": 1}\n',
+    "docs/guide.md": "# Guide\n",
+    "NOTES.md": "Notes.\n",
+    "pyproject.toml": '[project]\nname = "pkg"\nversion = "0"\n\n[tool.pytest.ini_options]\ntestpaths = ["tests"]\n',
+}
+
+
+@dataclass(frozen=True)
+class Project:
+    repo: Path
+    map: Path
+    recordings: Path  # with Python coverage
+    kernels_only: Path  # the same suite recorded with --kernel-record-python off
+    copied: Path  # the same suite, its package imported from a copy outside the checkout
+    rules: Path
+    commit: str
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *GIT_ID, *args], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def run_suite(repo: Path, out: Path, *extra: str, pythonpath: Path | None = None) -> Path:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_SYMBOL_MAP")}
+    cupti = out.parent / "fake-cupti"
+    if not cupti.exists():
+        (cupti / "cupti").mkdir(parents=True)
+        (cupti / "cupti" / "__init__.py").write_text("")
+        (cupti / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
+    env["PYTHONPATH"] = os.pathsep.join([str(cupti), str(pythonpath or repo)])
+    proc = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kernel-record",
+                           str(out), *extra], cwd=repo, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
+    cmake = next((c for c in projects.cmakes() if c.label == "3.25"), None)
+    require(cmake and cmake.cmake, "system CMake 3.25")
+    where = tmp_path_factory.mktemp("perfile")
+    src = where / "src"
+    shutil.copytree(projects.PROJECTS / "selection", src)
+    (src / "include" / "alias.cuh").symlink_to("shared.cuh")
+    for rel, text in FILES.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    git(src, "init", "-q")
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "A")
+    commit = git(src, "rev-parse", "HEAD")
+    b = projects.configure_and_build_at(src, where / "build", cmake, "Ninja")
+    out = where / "map.json.gz"
+    assert ksm("build", "--build-dir", str(b.build), "--out", str(out), "--commit", commit).returncode == 0
+    recordings = run_suite(src, where / "rec")
+    kernels_only = run_suite(src, where / "rec-kernels", "--kernel-record-python", "off")
+    copy = where / "site"
+    shutil.copytree(src / "pkg", copy / "pkg")
+    shutil.copytree(src / "data", copy / "data")  # what pkg/table.py reads, beside its copy
+    copied = run_suite(src, where / "rec-copied", pythonpath=copy)
+    rules = where / "rules.json"
+    rules.write_text(json.dumps(RULES))
+    assert git(src, "status", "--porcelain") == ""  # the suite's runs left the checkout clean
+    return Project(src, out, recordings, kernels_only, copied, rules, commit)
+
+
+def change(project: Project, tmp_path: Path, edits: dict[str, str | None]) -> Path:
+    """A clone of the project at its commit with ``edits`` (file -> new text, or None to delete) made."""
+    repo = tmp_path / "pr"
+    subprocess.run(["git", "clone", "-q", str(project.repo), str(repo)], check=True)
+    for rel, text in edits.items():
+        if text is None:
+            (repo / rel).unlink()
+        else:
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            (repo / rel).write_text(text)
+    return repo
+
+
+def select(project: Project, repo: Path, recordings: Path | None = None, *extra: str) -> dict[str, Any]:
+    proc = ksm("select", "--map", str(project.map), "--recordings", str(recordings or project.recordings),
+               "--diff", "HEAD", "--rules", str(project.rules), "--json", *extra, cwd=repo)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def edited(rel: str, old: str, new: str) -> dict[str, str]:
+    text = FILES[rel]
+    assert old in text
+    return {rel: text.replace(old, new)}
+
+
+def by(result: dict[str, Any]) -> dict[str, str]:
+    return {f["path"]: f["decided_by"] for f in result["files"]}
+
+
+def test_the_recordings_hold_kernels_and_python_code(project: Project) -> None:
+    records = [json.loads(line) for line in (project.recordings / "pytest.jsonl").read_text().splitlines()]
+    assert {r["test"] for r in records} == EVERY and all(r["complete"] for r in records)
+    mine = {r["test"]: r for r in records}
+    assert mine[TEST_A]["kernels"] == [A_K] and mine[TEST_B]["kernels"] == [B_K]
+    assert "pkg/util.py" in mine[PLAIN]["python"]  # imported while collecting test_a: every test's
+    assert "tests/test_a.py" not in mine[PLAIN]["python"]  # a test module's own import: its tests'
+    assert "pkg/util.py" in mine[CHILD]["python"]  # the child process ran helper()
+    off = [json.loads(line) for line in (project.kernels_only / "pytest.jsonl").read_text().splitlines()]
+    assert all("python" not in r for r in off)
+
+
+def test_a_kernel_and_two_docs_run_only_that_kernel_s_tests(project: Project, tmp_path: Path) -> None:
+    repo = change(project, tmp_path, {"csrc/a.cu": (project.repo / "csrc/a.cu").read_text() + "// tuned\n",
+                                      "docs/guide.md": "# Guide, revised\n", "NOTES.md": "More notes.\n"})
+    result = select(project, repo)
+    assert result["fallback"] is None and set(result["run"]) == {TEST_A}
+    assert by(result) == {"csrc/a.cu": "map", "docs/guide.md": "rules", "NOTES.md": "rules"}
+    # a file no rule matches (NOTES.md, with rules for docs/ only): every test, and the summary names it
+    (tmp_path / "none.json").write_text(json.dumps({"rules": [{"paths": ["docs/**"], "tests": []}]}))
+    result = select(project, repo, None, "--rules", str(tmp_path / "none.json"))
+    assert set(result["run"]) == EVERY and "NOTES.md is known to no decider" in result["summary"]
+
+
+def test_a_function_body_runs_only_the_tests_that_executed_it(project: Project, tmp_path: Path) -> None:
+    repo = change(project, tmp_path, edited("pkg/util.py", "return x * SCALE", "return SCALE * x"))
+    result = select(project, repo)
+    assert result["fallback"] is None and set(result["run"]) == {TEST_A, SCALE}
+    assert by(result) == {"pkg/util.py": "python"}
+    why = {d["test"]: d for d in result["decisions"]}
+    assert why[SCALE]["reason"] == "python" and "pkg/util.py" in why[SCALE]["why"]
+    assert why[PLAIN]["run"] is False
+
+
+def test_a_child_process_s_python_code_counts_for_its_test(project: Project, tmp_path: Path) -> None:
+    repo = change(project, tmp_path, edited("pkg/util.py", 'return "helped"', 'return "helped!"'))
+    assert set(select(project, repo)["run"]) == {CHILD}
+
+
+def test_a_module_level_constant_runs_every_test_that_imported_it(project: Project, tmp_path: Path) -> None:
+    """Import-time code ran before any test: every test of the run may read what it left (all of them here)."""
+    repo = change(project, tmp_path, edited("pkg/util.py", "SCALE = 2", "SCALE = 2  # tuned\nLIMIT = 4"))
+    result = select(project, repo)
+    assert set(result["run"]) == EVERY and result["fallback"] is None
+
+
+def test_import_time_code_of_one_module_reaches_tests_that_never_imported_it(project: Project, tmp_path: Path) -> None:
+    """pkg/plugins.py registers into pkg/registry.py when pkg/ops.py imports it: test_registry imports only the
+    registry, and still sees the change. (Attributing import-time code to importers alone would skip it.)"""
+    repo = change(project, tmp_path, edited("pkg/plugins.py", 'register("fast-path")', 'register("slow-path")'))
+    assert REGISTRY in select(project, repo)["run"]
+
+
+def test_a_test_file_runs_its_tests(project: Project, tmp_path: Path) -> None:
+    repo = change(project, tmp_path, edited("tests/test_b.py", "== 2", "== 1 + 1"))
+    result = select(project, repo)
+    assert set(result["run"]) == {TEST_B} and by(result) == {"tests/test_b.py": "python"}
+    # recorded without Python coverage, the test file decides it: its tests
+    result = select(project, repo, project.kernels_only)
+    assert set(result["run"]) == {TEST_B} and by(result) == {"tests/test_b.py": "test-file"}
+
+
+@pytest.mark.parametrize("rel", ["tests/conftest.py", "pyproject.toml", "data/table.json"])
+def test_what_no_decider_knows_runs_everything(project: Project, tmp_path: Path, rel: str) -> None:
+    """conftest.py (its fixtures serve every test), pyproject.toml, a data file read at runtime: everything."""
+    text = FILES[rel] + ("\n# changed\n" if not rel.endswith(".json") else "")
+    repo = change(project, tmp_path, {rel: text if not rel.endswith(".json") else '{"k": 2}\n'})
+    result = select(project, repo)
+    assert set(result["run"]) == EVERY and result["fallback"] == "file-not-in-map"
+    assert by(result) == {rel: "everything"} and f"{rel} is known to no decider" in result["summary"]
+
+
+def test_a_new_module_runs_the_tests_of_the_code_that_imports_it(project: Project, tmp_path: Path) -> None:
+    edits = edited("pkg/ops.py", "    launch(B_KERNEL)\n", "    from . import fast\n    launch(fast.KERNEL)\n")
+    edits["pkg/fast.py"] = f'KERNEL = "{B_K}"\n'
+    result = select(project, change(project, tmp_path, edits))
+    assert set(result["run"]) == {TEST_B} and by(result) == {"pkg/ops.py": "python", "pkg/fast.py": "python"}
+    # a new module no file imports or names: no test can run it
+    result = select(project, change(project, tmp_path / "2", {"pkg/unused.py": "X = 1\n"}))
+    assert result["run"] == [] and by(result) == {"pkg/unused.py": "python"}
+    # a new top-level module may shadow an installed one: not coverage's to decide
+    result = select(project, change(project, tmp_path / "3", {"helpers.py": "X = 1\n"}))
+    assert set(result["run"]) == EVERY and by(result) == {"helpers.py": "everything"}
+
+
+def test_a_deleted_module_runs_every_test_that_executed_it(project: Project, tmp_path: Path) -> None:
+    result = select(project, change(project, tmp_path, {"pkg/table.py": None}))
+    assert TABLE in result["run"] and by(result) == {"pkg/table.py": "python"}
+
+
+def test_a_package_run_from_an_installed_copy_is_never_cleared_by_coverage(project: Project, tmp_path: Path) -> None:
+    """The suite imported pkg from outside the checkout: the recordings never saw pkg/util.py run."""
+    records = [json.loads(line) for line in (project.copied / "pytest.jsonl").read_text().splitlines()]
+    assert all("pkg/util.py" in r.get("python_copies", ()) for r in records)
+    repo = change(project, tmp_path, edited("pkg/util.py", "return x * SCALE", "return SCALE * x"))
+    result = select(project, repo, project.copied)
+    assert set(result["run"]) == EVERY and by(result) == {"pkg/util.py": "everything"}
+    assert "installed copy" in result["fallback_why"]
+
+
+def test_a_build_output_in_the_change_is_named(project: Project, tmp_path: Path) -> None:
+    repo = change(project, tmp_path, {"wheels/pkg-0-py3-none-any.whl": "PK"})
+    proc = ksm("select", "--map", str(project.map), "--recordings", str(project.recordings), "--diff", "HEAD",
+               cwd=repo)
+    assert proc.returncode == 0 and "looks like a build output" in proc.stderr
+    assert "every test runs" in proc.stdout.splitlines()[-1]
+

@@ -54,6 +54,8 @@ class PythonCoverage:
         self._stack: list[str] = []
         self.preimported: set[str] = set()
         self.pid = os.getpid()
+        self._tracer: Any = None
+        self._stopping = False
 
     @classmethod
     def start(cls, root: Path | None = None) -> PythonCoverage:
@@ -88,16 +90,46 @@ class PythonCoverage:
         self.preimported = {f for f in map(_module_file, list(sys.modules.values())) if f and f.startswith(root)}
         self.cov = coverage.Coverage(data_file=None, config_file=False, branch=False, include=[f"{root}*"],
                                      omit=["*/site-packages/*", "*/dist-packages/*"], messages=False)
+        # Dynamic contexts need a tracing core: coverage.py's sys.monitoring core (COVERAGE_CORE=sysmon) has
+        # none, and would attribute every line to the first test.
+        self.cov.set_option("run:core", "ctrace" if _has_ctracer() else "pytrace")
         try:
             self.cov.start()
         except Exception as e:  # noqa: BLE001 - a measurement that fails to start is no evidence, said so
             self.problem = f"coverage.py could not start: {e}"
             self.cov = None
+            return
+        if not getattr(getattr(self.cov, "_core", None), "supports_dynamic_contexts", False):
+            self.cov.stop()
+            self.cov = None
+            self.problem = "coverage.py's core cannot switch contexts per test (COVERAGE_CORE=sysmon?)"
+            return
+        self._watch()
+
+    def _watch(self) -> None:
+        """Know when tracing was taken from us: another coverage.py measurement pauses ours when it starts
+        (its collector calls our collector's ``pause``), and ``sys.settrace`` replaces our tracer."""
+        self._tracer = sys.gettrace()
+        collector = getattr(self.cov, "_collector", None)
+        pause = getattr(collector, "pause", None)
+        if pause is None:
+            self.problem = "coverage.py's collector is not the one this recorder knows: Python code was not measured"
+            return
+
+        def paused() -> None:
+            if not self._stopping:
+                self.problem = self.problem or ("another coverage measurement (pytest-cov, a test's own coverage.py) "
+                                                "paused this one: Python code ran unseen")
+            pause()
+
+        collector.pause = paused
 
     # -- scopes ---------------------------------------------------------------------------------
 
     def switch(self, scope: str) -> None:
         if self.cov is not None:
+            if sys.gettrace() is not self._tracer and not self.problem:
+                self.problem = "another tracer replaced this recorder's (a debugger, sys.settrace): Python code ran unseen"
             self.cov.switch_context(scope)
 
     @contextmanager
@@ -128,11 +160,14 @@ class PythonCoverage:
         if PythonCoverage.current is self:
             PythonCoverage.current = None  # the next measurement in this process (a test's own run) is a new one
         try:
+            self._stopping = True
             self.cov.stop()
             data = self.cov.get_data()
             measured = data.measured_files()
         except Exception as e:  # noqa: BLE001 - whatever coverage.py raises, this process's Python is unknown
             return {"python": None, "python_problem": f"coverage.py failed: {e}"}
+        if self.problem:
+            return {"python": None, "python_problem": self.problem}
         assert self.root is not None  # measured only under a root
         root = self.root.resolve()
         tracked = _tracked(root)
@@ -163,6 +198,14 @@ class PythonCoverage:
         if own is not None:
             return own[1] if os.path.realpath(path) == own[0] else default_scope
         return context
+
+
+def _has_ctracer() -> bool:
+    try:
+        from coverage.tracer import CTracer  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _module_file(module: Any) -> str:

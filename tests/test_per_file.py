@@ -30,8 +30,18 @@ TEST_A, TEST_B = "tests/test_a.py::test_a", "tests/test_b.py::test_b"
 SCALE, CONST = "tests/test_util.py::test_scale", "tests/test_util.py::test_const"
 TABLE, PLAIN = "tests/test_table.py::test_table", "tests/test_plain.py::test_plain"
 REGISTRY, CHILD = "tests/test_registry.py::test_registry", "tests/test_child.py::test_child"
-EVERY = {TEST_A, TEST_B, SCALE, CONST, TABLE, PLAIN, REGISTRY, CHILD}
+REUSE = "tests/test_reuse.py::test_reuse"
+EVERY = {TEST_A, TEST_B, SCALE, CONST, TABLE, PLAIN, REGISTRY, CHILD, REUSE}
 RULES = {"rules": [{"paths": ["docs/**", "*.md"], "tests": []}]}
+# Starts a coverage.py measurement of its own after the recorder's: it pauses the recorder's tracing.
+OWN_COVERAGE = """
+def pytest_configure(config):
+    import coverage
+
+    own = coverage.Coverage(data_file=None, config_file=False)
+    own.start()
+    own.stop()
+"""
 
 FILES = {
     "pkg/__init__.py": "",
@@ -90,8 +100,19 @@ def launch():
     "tests/test_a.py": '''from pkg import ops
 
 
+def helper_value():
+    return 1
+
+
 def test_a(launch):
     assert ops.run_a(launch) == 2
+''',
+    # A test file another test file imports: its code serves tests beyond its own.
+    "tests/test_reuse.py": '''from test_a import helper_value
+
+
+def test_reuse():
+    assert helper_value() == 1
 ''',
     "tests/test_b.py": '''from pkg import ops
 
@@ -148,6 +169,7 @@ class Project:
     recordings: Path  # with Python coverage
     kernels_only: Path  # the same suite recorded with --kernel-record-python off
     copied: Path  # the same suite, its package imported from a copy outside the checkout
+    paused: Path  # the same suite, with a plugin whose own coverage.py measurement paused the recorder's
     rules: Path
     commit: str
 
@@ -164,6 +186,7 @@ def run_suite(repo: Path, out: Path, *extra: str, pythonpath: Path | None = None
         (cupti / "cupti").mkdir(parents=True)
         (cupti / "cupti" / "__init__.py").write_text("")
         (cupti / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
+        (cupti / "own_coverage.py").write_text(OWN_COVERAGE)
     env["PYTHONPATH"] = os.pathsep.join([str(cupti), str(pythonpath or repo)])
     proc = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kernel-record",
                            str(out), *extra], cwd=repo, env=env, capture_output=True, text=True, check=False)
@@ -195,10 +218,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     shutil.copytree(src / "pkg", copy / "pkg")
     shutil.copytree(src / "data", copy / "data")  # what pkg/table.py reads, beside its copy
     copied = run_suite(src, where / "rec-copied", pythonpath=copy)
+    paused = run_suite(src, where / "rec-paused", "-p", "own_coverage")
     rules = where / "rules.json"
     rules.write_text(json.dumps(RULES))
     assert git(src, "status", "--porcelain") == ""  # the suite's runs left the checkout clean
-    return Project(src, out, recordings, kernels_only, copied, rules, commit)
+    return Project(src, out, recordings, kernels_only, copied, paused, rules, commit)
 
 
 def change(project: Project, tmp_path: Path, edits: dict[str, str | None]) -> Path:
@@ -338,3 +362,48 @@ def test_a_build_output_in_the_change_is_named(project: Project, tmp_path: Path)
     assert proc.returncode == 0 and "looks like a build output" in proc.stderr
     assert "every test runs" in proc.stdout.splitlines()[-1]
 
+
+
+def test_a_test_file_other_tests_import(project: Project, tmp_path: Path) -> None:
+    """tests/test_reuse.py imports a helper from tests/test_a.py: coverage sees it; without coverage, the test file's
+    own tests are not enough, so the rules (none here) or everything decide."""
+    repo = change(project, tmp_path, edited("tests/test_a.py", "return 1", "return 2 - 1"))
+    assert set(select(project, repo)["run"]) == {REUSE}
+    result = select(project, repo, project.kernels_only)
+    assert set(result["run"]) == EVERY and "tests/test_reuse.py imports" in result["fallback_why"]
+
+
+def test_a_test_whose_recording_has_no_python_coverage_runs(project: Project, tmp_path: Path) -> None:
+    """A CI step recorded by `record` (no Python coverage) beside the plugin's records: a .py change runs it."""
+    step = tmp_path / "step.jsonl"
+    step.write_text(json.dumps({"test": "step-x", "kernels": [], "complete": True, "commit": project.commit}) + "\n")
+    repo = change(project, tmp_path, edited("pkg/util.py", "return x * SCALE", "return SCALE * x"))
+    proc = ksm("select", "--map", str(project.map), "--recordings", str(project.recordings / "pytest.jsonl"),
+               str(step), "--diff", "HEAD", "--json", cwd=repo)
+    result = json.loads(proc.stdout)
+    assert set(result["run"]) == {TEST_A, SCALE, "step-x"}
+    assert "no Python coverage" in next(d["why"] for d in result["decisions"] if d["test"] == "step-x")
+
+
+def test_a_measurement_another_coverage_paused_is_no_evidence(project: Project, tmp_path: Path) -> None:
+    records = [json.loads(line) for line in (project.paused / "pytest.jsonl").read_text().splitlines()]
+    assert all(r["python"] is None and "paused" in r["python_problem"] for r in records)
+    repo = change(project, tmp_path, edited("pkg/util.py", "return x * SCALE", "return SCALE * x"))
+    assert set(select(project, repo, project.paused)["run"]) == EVERY
+
+
+def test_a_new_module_where_modules_are_imported_by_computed_names(project: Project, tmp_path: Path) -> None:
+    """pkg/loader.py imports modules by name at run time: a new module may be loaded without being named."""
+    edits = {"pkg/loader.py": "import importlib\n\n\ndef load(name):\n    return importlib.import_module(name)\n",
+             "pkg/fast.py": "X = 1\n"}
+    result = select(project, change(project, tmp_path, edits))
+    assert set(result["run"]) == EVERY and by(result)["pkg/fast.py"] == "everything"
+    assert "pkg/loader.py:5 imports modules by computed names" in result["fallback_why"]
+
+
+def test_rules_name_a_file_s_tests(project: Project, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"rules": [*RULES["rules"], {"paths": ["data/*.json"], "tests": ["tests/test_table.py"]}]}))
+    repo = change(project, tmp_path, {"data/table.json": '{"k": 2}\n', "NOTES.md": "x\n"})
+    result = select(project, repo, None, "--rules", str(rules))
+    assert set(result["run"]) == {TABLE} and by(result) == {"data/table.json": "rules", "NOTES.md": "rules"}

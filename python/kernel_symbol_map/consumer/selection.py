@@ -40,7 +40,7 @@ from .kernelmap import KernelMap, Link, Reach
 from .perfile import PerFile, Verdict
 from .pythonfiles import PythonTree
 from .recordings import Recording, Unreadable
-from .rules import StaticRules
+from .rules import Patterns, StaticRules
 
 __all__ = ["Decision", "Options", "Selection", "StaticRules", "Verdict", "select"]
 
@@ -395,9 +395,11 @@ def external_patterns(patterns: Sequence[str]) -> list[regex.Pattern[str]]:
 
 def all_tests(recordings: Sequence[Recording], unreadable: Sequence[Unreadable] = (),
               rules: StaticRules | None = None) -> list[str]:
-    """Every test any input names: recordings, unreadable recordings that still name theirs, rules."""
-    return sorted({r.test for r in recordings} | {t for u in unreadable for t in (u.tests or ())}
-                  | (rules.tests if rules else set()))
+    """Every test any input names: recordings, unreadable recordings that still name theirs, and what the rules
+    name outright (a CI step no recording knows), unless it names recorded tests (a file's, a folder's)."""
+    known = {r.test for r in recordings} | {t for u in unreadable for t in (u.tests or ())}
+    named = {t for t in (rules.tests if rules else ()) if t not in known and not Patterns((t,)).chosen(known)}
+    return sorted(known | named)
 
 
 def everything(

@@ -298,16 +298,14 @@ def _named(verdicts: dict[str, Verdict]) -> dict[str, tuple[str, str]]:
 def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[str], recordings: list[Recording],
                changed: Sequence[str], options: Options, unreadable: Sequence[Unreadable],
                fallback: Fallback) -> Selection:
-    """Output mode: a file no object compiles decides as in source mode (a CMakeLists, a Python file or one
-    no map knows runs everything); the rest is what the two builds emitted."""
+    """Output mode: a file no object compiles (a CMakeLists, a Python file, one no map knows) is decided on its
+    own, as in source mode; the rest is what the two builds emitted."""
     before = [_combine(p, rs) for p, *rs in zip(changed, *(m.reach(*changed, canonical=options.canonical)
                                                           for m in base), strict=True)]
     after = [_combine(p, rs) for p, *rs in zip(changed, *(m.reach(*changed, canonical=options.canonical)
                                                          for m in new), strict=True)]
     files = [b if b.status != "not-in-map" else a for b, a in zip(before, after, strict=True)]
-    blocking = [next(r for r in (b, a) if r.status == "configure") if "configure" in (b.status, a.status) else b
-                for b, a in zip(before, after, strict=True)
-                if "configure" in (b.status, a.status) or b.status == a.status == "not-in-map"]
+    blocking = [r for b, a in zip(before, after, strict=True) if (r := _not_emitted(b, a)) is not None]
     verdicts = {f.path: Verdict(f.path, "emitted", "decided by what the two builds emitted")
                 for f in files if f.path not in {r.path for r in blocking}}
     undecided = _decide_others(blocking, verdicts, tests, recordings, options, base)
@@ -331,6 +329,14 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
         widened = _whole_targets([*base, *new], {h.target for h in found.hosts}) - reached.keys()
     decisions = _decisions(base, tests, recordings, unreadable, options, reached, widened, _named(verdicts))
     return _in_output_mode(Selection(decisions, files=files, changed=list(changed), verdicts=verdicts), found)
+
+
+def _not_emitted(before: Reach, after: Reach) -> Reach | None:
+    """The reach that leaves a file to the other deciders in output mode: a configure input (in either build:
+    it may change what is linked or installed, not only compiled), or a file in neither build's map."""
+    if "configure" in (before.status, after.status):
+        return before if before.status == "configure" else after
+    return before if before.status == after.status == "not-in-map" else None
 
 
 def _in_output_mode(selection: Selection, found: emitted.Emitted | None) -> Selection:

@@ -66,9 +66,10 @@ class Reach:
             return f"{self.path}: the project's configure reads it (CMakeLists, a configure_file input): " \
                 "a change to it may change any object"
         kinds = {"host": "host-only object", "unknown": "object whose kernels are unknown"}
-        parts = [f"{_plural(len(self.symbols), 'kernel')} through {_plural(len(self.links), 'object')}"]
+        bad = [lk for lk in self.links if (lk.error if self.status == "unknown" else not lk.symbols)] \
+            if self.status in kinds else []
+        parts = [f"{_plural(len(self.symbols), 'kernel')} through {_plural(len(self.links) - len(bad), 'object')}"]
         if self.status in kinds:
-            bad = [lk for lk in self.links if (lk.error if self.status == "unknown" else not lk.symbols)]
             named = ", ".join(f"{lk.object} (from {lk.source})" for lk in bad[:3]) + (" ..." if len(bad) > 3 else "")
             noun = kinds[self.status]
             parts.append(f"also compiled into {_plural(len(bad), noun, noun.replace('object', 'objects'))}: {named}")

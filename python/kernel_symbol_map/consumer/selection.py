@@ -109,14 +109,17 @@ class Selection:
         how = f" (static rules, {self.fallback})" if self.fallback else ""
         found = f"; {self.emitted.summary()}" if self.emitted else ""
         by = Counter(v.by for v in self.verdicts.values())
-        files = "; files decided by " + ", ".join(f"{n} {b}" for b, n in sorted(by.items())) if by else ""
+        files = "; files decided by " + ", ".join(f"{n} {b}" for b, n in sorted(by.items())) \
+            if set(by) - {"map", "emitted"} else ""  # said when some file was decided on its own
         return f"{run} of {known} known tests to run{how}{found}{files}; any test no recording knows runs too"
 
     def _file_json(self, r: Reach) -> dict[str, Any]:
         entry: dict[str, Any] = {"path": r.path, "status": r.status, "kernels": len(r.symbols)}
         v = self.verdicts.get(r.path)
         if v is not None:
-            entry.update({"decided_by": v.by, "why": v.why, "runs": len(v.tests) if v.by != "everything" else None})
+            # the tests it makes run; None where that is not per file (everything; output mode's objects)
+            entry.update({"decided_by": v.by, "why": v.why,
+                          "runs": len(v.tests) if v.by not in ("everything", "emitted") else None})
         return entry
 
     def to_json(self) -> dict[str, Any]:
@@ -249,7 +252,8 @@ def _by_sources(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[R
     """Source mode: each changed file reaches the kernels of every object compiled from it."""
     files = [_combine(path, _with_generated(kmaps, path, reaches)) for path, *reaches in
              zip(changed, *(m.reach(*changed, canonical=options.canonical) for m in kmaps), strict=True)]
-    verdicts = {r.path: Verdict(r.path, "map", r.explain()) for r in files if r.clearable}
+    verdicts = {r.path: Verdict(r.path, "map", r.explain(), {t.test: "" for t in recordings if t.kernels & r.symbols})
+                for r in files if r.clearable}
     undecided = _decide_others([r for r in files if not r.clearable], verdicts, tests, recordings, options, kmaps)
     if undecided:
         return _with_verdicts(fallback(*_everything_for(undecided), files), verdicts)
@@ -259,7 +263,8 @@ def _by_sources(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[R
             reached.setdefault(k, f"reached from {r.path}")
     targets = {lk.target for r in files if r.clearable for lk in r.links}
     widened = _whole_targets(kmaps, targets) - reached.keys() if options.whole_target else frozenset()
-    decisions = _decisions(kmaps, tests, recordings, unreadable, options, reached, widened, _named(verdicts))
+    decisions = _decisions(kmaps, tests, recordings, unreadable, options, reached, widened, _named(verdicts),
+                           _rules_only(verdicts))
     return Selection(decisions, files=files, changed=list(changed), verdicts=verdicts)
 
 
@@ -269,7 +274,9 @@ def _decide_others(blocking: list[Reach], verdicts: dict[str, Verdict], tests: l
     if not blocking:
         return []
     if not options.per_file:  # the whole change falls back on the first of them
-        return [Verdict(r.path, "everything", r.explain(), code=_FILE_CODES[r.status]) for r in blocking]
+        verdicts.update({r.path: Verdict(r.path, "everything", r.explain(), code=_FILE_CODES[r.status])
+                         for r in blocking})
+        return [verdicts[r.path] for r in blocking]
     tree = PythonTree(options.source_root, kmaps[0].commit) if options.source_root is not None else None
     deciders = PerFile(recordings, tests, options.rules, tree, options.canonical)
     for r in blocking:
@@ -286,10 +293,17 @@ def _with_verdicts(selection: Selection, verdicts: dict[str, Verdict]) -> Select
     return dataclasses.replace(selection, verdicts=verdicts)
 
 
+def _rules_only(verdicts: dict[str, Verdict]) -> bool:
+    """Every changed file was decided by the rules: as under a whole-change fallback, they choose alone."""
+    return bool(verdicts) and all(v.by == "rules" for v in verdicts.values())
+
+
 def _named(verdicts: dict[str, Verdict]) -> dict[str, tuple[str, str]]:
     """test -> (reason, why) for the tests that files decided by coverage, test files or rules make run."""
     found: dict[str, tuple[str, str]] = {}
     for v in verdicts.values():
+        if v.by in ("map", "emitted"):
+            continue  # their tests run by the kernels they launched (launched)
         for test, why in v.tests.items():
             found.setdefault(test, (v.by, why))
     return found
@@ -327,7 +341,8 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     widened = frozenset()
     if options.whole_target:
         widened = _whole_targets([*base, *new], {h.target for h in found.hosts}) - reached.keys()
-    decisions = _decisions(base, tests, recordings, unreadable, options, reached, widened, _named(verdicts))
+    decisions = _decisions(base, tests, recordings, unreadable, options, reached, widened, _named(verdicts),
+                           _rules_only(verdicts))
     return _in_output_mode(Selection(decisions, files=files, changed=list(changed), verdicts=verdicts), found)
 
 
@@ -345,7 +360,7 @@ def _in_output_mode(selection: Selection, found: emitted.Emitted | None) -> Sele
 
 def _decisions(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Recording],
                unreadable: Sequence[Unreadable], options: Options, reached: dict[str, str],
-               widened: frozenset[str], named: dict[str, tuple[str, str]]) -> list[Decision]:
+               widened: frozenset[str], named: dict[str, tuple[str, str]], rules_only: bool = False) -> list[Decision]:
     """Each test's decision: it runs if it launched a reached kernel (``reached``: kernel -> how), a changed file
     decided on its own names it (``named``: test -> (reason, why)), or its recording cannot show it did not
     need to; else it is skipped."""
@@ -367,6 +382,9 @@ def _decisions(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Re
                                       f"e.g. {launched[0]} ({reached[launched[0]]})"))
         elif test in named:
             decisions.append(Decision(test, True, *named[test]))
+        elif rules_only and not reached and not widened:  # the user's word for every file: no evidence needed
+            decisions.append(Decision(test, False, "rules", "the rules decide every changed file, and name no "
+                                      "test of theirs for this one"))
         elif test in unreadable_tests:
             decisions.append(Decision(test, True, RECORDING_UNREADABLE, unreadable_tests[test].why))
         elif rec is None:

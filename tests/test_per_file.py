@@ -31,7 +31,8 @@ SCALE, CONST = "tests/test_util.py::test_scale", "tests/test_util.py::test_const
 TABLE, PLAIN = "tests/test_table.py::test_table", "tests/test_plain.py::test_plain"
 REGISTRY, CHILD = "tests/test_registry.py::test_registry", "tests/test_child.py::test_child"
 REUSE = "tests/test_reuse.py::test_reuse"
-EVERY = {TEST_A, TEST_B, SCALE, CONST, TABLE, PLAIN, REGISTRY, CHILD, REUSE}
+OPTIONAL, VERSION = "tests/test_optional.py::test_optional", "tests/test_version.py::test_version"
+EVERY = {TEST_A, TEST_B, SCALE, CONST, TABLE, PLAIN, REGISTRY, CHILD, REUSE, OPTIONAL, VERSION}
 RULES = {"rules": [{"paths": ["docs/**", "*.md"], "tests": []}]}
 # Starts a coverage.py measurement of its own after the recorder's: it pauses the recorder's tracing.
 OWN_COVERAGE = """
@@ -59,6 +60,34 @@ def run_a(launch):
 def run_b(launch):
     launch(B_KERNEL)
     return 2
+
+
+def run_c():
+    try:
+        from . import accel  # an optional module, not in the checkout yet
+    except ImportError:
+        return "slow"
+    return accel.NAME
+
+
+def version():
+    from .version import VERSION
+
+    return VERSION
+''',
+    # Python the configure reads too (CMakeLists.txt copies it): a change may change the build.
+    "pkg/version.py": 'VERSION = "1.0"\n',
+    "tests/test_optional.py": '''from pkg import ops
+
+
+def test_optional():
+    assert ops.run_c() == "slow"
+''',
+    "tests/test_version.py": '''from pkg import ops
+
+
+def test_version():
+    assert ops.version() == "1.0"
 ''',
     "pkg/util.py": '''SCALE = 2
 
@@ -202,6 +231,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     src = where / "src"
     shutil.copytree(projects.PROJECTS / "selection", src)
     (src / "include" / "alias.cuh").symlink_to("shared.cuh")
+    with (src / "CMakeLists.txt").open("a") as f:
+        f.write("configure_file(pkg/version.py version_copy.py COPYONLY)\n")
     for rel, text in FILES.items():
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text(text)
@@ -407,3 +438,18 @@ def test_rules_name_a_file_s_tests(project: Project, tmp_path: Path) -> None:
     repo = change(project, tmp_path, {"data/table.json": '{"k": 2}\n', "NOTES.md": "x\n"})
     result = select(project, repo, None, "--rules", str(rules))
     assert set(result["run"]) == {TABLE} and by(result) == {"data/table.json": "rules", "NOTES.md": "rules"}
+
+
+def test_a_new_module_an_unchanged_file_imports_runs_the_tests_that_ran_that_import(project: Project,
+                                                                                  tmp_path: Path) -> None:
+    """pkg/ops.py's run_c tries `from . import accel` and falls back: adding pkg/accel.py changes what run_c does."""
+    result = select(project, change(project, tmp_path, {"pkg/accel.py": 'NAME = "fast"\n'}))
+    assert set(result["run"]) == {OPTIONAL} and by(result) == {"pkg/accel.py": "python"}
+
+
+def test_python_the_configure_reads_is_the_map_s(project: Project, tmp_path: Path) -> None:
+    """pkg/version.py is a configure input (configure_file): the map knows it, coverage never decides it."""
+    repo = change(project, tmp_path, edited("pkg/version.py", '"1.0"', '"1.1"'))
+    result = select(project, repo)
+    assert set(result["run"]) == EVERY and result["fallback"] == "configure-input"
+    assert by(result) == {"pkg/version.py": "everything"}

@@ -73,6 +73,19 @@ RULES = {"rules": [
     {"paths": [".github/**"], "tests": []},  # CI configuration
     {"paths": ["LICENSE", "LICENSE.*", "AUTHORS", "AUTHORS.*"], "tests": []},  # licence and authors
 ]}
+# What a team whose CI job builds and tests only the CUDA backend would add (--rules-set cuda-team): other
+# backends' sources are built by no step of this job; scripts and examples are run by none of its tests; the
+# backend test driver and the CUDA folder's files the map cannot clear (host-only objects' headers) reach every
+# kernel test ("k" names every test "k::<kernel>").
+OTHER_BACKENDS = ["sycl", "vulkan", "metal", "opencl", "hexagon", "webgpu", "openvino", "cann", "musa", "rpc", "blas",
+                  "zdnn", "kompute", "zendnn"]
+CUDA_TEAM_RULES = {"rules": [
+    *RULES["rules"],
+    {"paths": [f"src/ggml-{b}/**" for b in OTHER_BACKENDS], "tests": []},
+    {"paths": ["scripts/**", "examples/**"], "tests": []},
+    {"paths": ["tests/test-backend-ops.cpp", "src/ggml-cuda/**"], "tests": ["k"]},
+]}
+RULE_SETS = {"minimal": RULES, "cuda-team": CUDA_TEAM_RULES}
 
 
 def log(message: str) -> None:
@@ -238,6 +251,9 @@ def main() -> int:
                     help="commits also run as subprocesses, whose documents must match the in-process ones (3)")
     ap.add_argument("--subprocess", action="store_true", help="run every select as a subprocess")
     ap.add_argument("--json", type=Path, help="also write the per-commit figures here")
+    ap.add_argument("--rules-set", choices=sorted(RULE_SETS), default="minimal",
+                    help="minimal: docs, CI config, licences need no test; cuda-team: also what a CUDA-only CI job "
+                    "would say of other backends, scripts, examples and the backend test driver")
     args = ap.parse_args()
     started = time.perf_counter()
     work = args.work.resolve()
@@ -263,7 +279,7 @@ def main() -> int:
         folder = Path(tmp)
         tree = folder / "ggml"
         rules = folder / "rules.json"
-        rules.write_text(json.dumps(RULES, indent=1))
+        rules.write_text(json.dumps(RULE_SETS[args.rules_set], indent=1))
         git(src, "worktree", "add", "--quiet", "--detach", str(tree), commits[0][0])
         try:
             def prepare(commit: str, parent: str) -> tuple[Path, Path, int]:
@@ -324,7 +340,7 @@ def main() -> int:
                         {"run": len(r[name]["run"]), "tests": len(r[name]["decisions"]),
                          "fallback": r[name]["fallback"], "files": r[name]["files"]})
                  for name in ("per_file", "whole")} for r in rows]
-        args.json.write_text(json.dumps({"map": str(map_file), "map_commit": mapped, "rules": RULES, "rows": slim},
+        args.json.write_text(json.dumps({"map": str(map_file), "map_commit": mapped, "rules": RULE_SETS[args.rules_set], "rows": slim},
                                         indent=1))
     return 1 if any("error" in r[n] for r in rows for n in ("per_file", "whole")) else 0
 
@@ -341,7 +357,7 @@ def report(rows: list[dict], doc: dict, mapped: str, map_file: Path, kernels: li
     print(f"recordings: one test per kernel ({len(kernels)}) and one per Python file at C^ "
           f"({modules[0]}..{modules[-1]}), all of C^")
     print("rules (the bench's assumption, not ggml's):")
-    for rule in RULES["rules"]:
+    for rule in RULE_SETS[args.rules_set]["rules"]:
         print(f"    {json.dumps(rule)}")
     if errors:
         print(f"ERRORS: {len(errors)} select calls failed, e.g. {errors[0][0][:10]} {errors[0][1]}: {errors[0][2]}")

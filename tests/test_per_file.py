@@ -453,3 +453,11 @@ def test_python_the_configure_reads_is_the_map_s(project: Project, tmp_path: Pat
     result = select(project, repo)
     assert set(result["run"]) == EVERY and result["fallback"] == "configure-input"
     assert by(result) == {"pkg/version.py": "everything"}
+
+
+def test_a_symbolic_link_is_not_coverage_s_to_decide(project: Project, tmp_path: Path) -> None:
+    """A link's target is what runs (and is recorded); the link itself may change what it names."""
+    repo = change(project, tmp_path, {})
+    (repo / "pkg" / "fast.py").symlink_to("util.py")
+    result = select(project, repo)
+    assert set(result["run"]) == EVERY and "symbolic link" in result["fallback_why"]

@@ -146,3 +146,13 @@ def show(repo: Path, commit: str, path: str) -> bytes | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.stdout if proc.returncode == 0 else None
+
+
+def is_link_at(repo: Path, commit: str, path: str) -> bool | None:
+    """Whether ``path`` was a symbolic link in ``commit``; None when git cannot say."""
+    command = ["git", "-C", str(repo), "ls-tree", "-z", commit, "--", path]
+    try:
+        proc = subprocess.run(command, capture_output=True, check=False, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.startswith(b"120000 ") if proc.returncode == 0 else None

@@ -92,6 +92,12 @@ class PythonTree:
         except OSError:
             return None
 
+    def is_link(self, rel: str) -> bool:
+        """``rel`` is a symbolic link in the checkout, or was one at the recordings' commit. (Where git cannot say,
+        :meth:`existed` cannot either, and the file is left to the next decider there.)"""
+        assert self.top is not None
+        return os.path.islink(self.top / rel) or bool(self.commit and changes.is_link_at(self.top, self.commit, rel))
+
     def existed(self, rel: str) -> bool | None:
         return changes.exists_at(self.top, self.commit, rel) if self.top is not None and self.commit else None
 
@@ -163,7 +169,7 @@ def _imports(text: str, importer: str, is_package: bool, module: str, rel: str) 
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            if any(a.name == module or a.name.startswith(module + ".") for a in node.names):
+            if any(_names(a.name, module) for a in node.names):
                 found.append(node.lineno)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -171,13 +177,20 @@ def _imports(text: str, importer: str, is_package: bool, module: str, rel: str) 
                 up = package.split(".") if package else []
                 up = up[: max(len(up) - (node.level - 1), 0)]
                 base = ".".join([*up, *([node.module] if node.module else [])])
-            if base == module or base.startswith(module + ".") or \
-                    base == parent and any(a.name in (module.rpartition(".")[2], "*") for a in node.names):
+            if any(_names(f"{base}.{a.name}" if base else a.name, module) for a in node.names) or \
+                    _names(base, module) or (_names(base, parent) and any(a.name == "*" for a in node.names)):
                 found.append(node.lineno)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if node.value in (module, rel) or node.value.endswith("/" + rel):
+            if _names(node.value, module) or node.value == rel or node.value.endswith("/" + rel):
                 found.append(node.lineno)
     return sorted(set(found))
+
+
+def _names(name: str, module: str) -> bool:
+    """``name`` (a dotted import name) is ``module`` or inside it, under any prefix: the package above the
+    first ``__init__.py``-less folder (a namespace package) is not part of what :meth:`PythonTree.module`
+    computes, so ``ns.pkg.new`` names ``pkg.new``."""
+    return bool(module) and (f".{module}." in f".{name}." or f".{name}".endswith(f".{module}"))
 
 
 class PythonDecider:
@@ -199,6 +212,9 @@ class PythonDecider:
         rel = self.tree.key(path)
         if rel is None:
             return FileDecision(path, False, "outside the git checkout the recordings' paths are relative to")
+        if self.tree.is_link(rel):
+            return FileDecision(path, False, "a symbolic link (now or at the recordings' commit): the file it "
+                                "names is what runs, and that may change without it")
         if all(rel in r.python_copies for r in self.measured):
             return FileDecision(path, False, "every recording ran it from an installed copy, not from the checkout: "
                                 "the recordings never saw this file run")

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernel_symbol_map.consumer.pythonfiles import tests_of_file as of_test_file
+from kernel_symbol_map.consumer.recordings import Recording
+
 import projects
 import pytest
 from test_recorder_processes import FAKE_CUPTI
@@ -32,8 +35,25 @@ TABLE, PLAIN = "tests/test_table.py::test_table", "tests/test_plain.py::test_pla
 REGISTRY, CHILD = "tests/test_registry.py::test_registry", "tests/test_child.py::test_child"
 REUSE = "tests/test_reuse.py::test_reuse"
 OPTIONAL, VERSION = "tests/test_optional.py::test_optional", "tests/test_version.py::test_version"
-EVERY = {TEST_A, TEST_B, SCALE, CONST, TABLE, PLAIN, REGISTRY, CHILD, REUSE, OPTIONAL, VERSION}
+DOC, LAZY, USES = "tests/test_util.py::test_doc", "tests/test_lazy.py::test_imports", "tests/test_lazy.py::test_uses"
+EVERY = {TEST_A, TEST_B, SCALE, CONST, TABLE, PLAIN, REGISTRY, CHILD, REUSE, OPTIONAL, VERSION, DOC, LAZY, USES}
 RULES = {"rules": [{"paths": ["docs/**", "*.md"], "tests": []}]}
+# Swaps the tracer around each test's call and puts it back, as profilers and timeout tools do.
+SWAP_TRACER = """
+import sys
+
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    before = sys.gettrace()
+    sys.settrace(None)
+    try:
+        yield
+    finally:
+        sys.settrace(before)
+"""
 # Starts a coverage.py measurement of its own after the recorder's: it pauses the recorder's tracing.
 OWN_COVERAGE = """
 def pytest_configure(config):
@@ -98,7 +118,32 @@ def scale(x):
 
 def helper():
     return "helped"
+
+
+def greet():
+    """Say hello."""
+    return "hello"
 ''',
+    "pkg/lazy.py": "X = 1\n",
+    # Imported inside a test, not at collection: its import-time code still serves every later test.
+    "tests/test_lazy.py": '''def test_imports():
+    from pkg import lazy
+
+    assert lazy.X == 1
+
+
+def test_uses():
+    from pkg import lazy  # imported already: runs none of its code
+
+    assert lazy.X == 1
+''',
+    # Build scripts: what setup.py imports, what the CMake files run. No test runs them.
+    "setup.py": "from tools import flags\n",
+    "tools/flags.py": "FLAGS = []\n",
+    "tools/gen.py": "print('generated nothing')\n",
+    # Code no test runs: pkg/extra.py is imported only by pkg/entry.py, which no test imports.
+    "pkg/entry.py": "from . import extra\n",
+    "pkg/extra.py": "Y = 1\n",
     "pkg/registry.py": '''ENTRIES = []
 
 
@@ -158,6 +203,10 @@ def test_scale():
 
 def test_const():
     assert util.SCALE == 2
+
+
+def test_doc():
+    assert util.greet.__doc__ == "Say hello."
 ''',
     "tests/test_table.py": '''from pkg import table
 
@@ -199,6 +248,7 @@ class Project:
     kernels_only: Path  # the same suite recorded with --kernel-record-python off
     copied: Path  # the same suite, its package imported from a copy outside the checkout
     paused: Path  # the same suite, with a plugin whose own coverage.py measurement paused the recorder's
+    swapped: Path  # the same suite, with a plugin that swaps the tracer out around each test's call
     rules: Path
     commit: str
 
@@ -216,6 +266,7 @@ def run_suite(repo: Path, out: Path, *extra: str, pythonpath: Path | None = None
         (cupti / "cupti" / "__init__.py").write_text("")
         (cupti / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
         (cupti / "own_coverage.py").write_text(OWN_COVERAGE)
+        (cupti / "swap_tracer.py").write_text(SWAP_TRACER)
     env["PYTHONPATH"] = os.pathsep.join([str(cupti), str(pythonpath or repo)])
     proc = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kernel-record",
                            str(out), *extra], cwd=repo, env=env, capture_output=True, text=True, check=False)
@@ -232,7 +283,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     shutil.copytree(projects.PROJECTS / "selection", src)
     (src / "include" / "alias.cuh").symlink_to("shared.cuh")
     with (src / "CMakeLists.txt").open("a") as f:
-        f.write("configure_file(pkg/version.py version_copy.py COPYONLY)\n")
+        f.write("configure_file(pkg/version.py version_copy.py COPYONLY)\n"
+                "execute_process(COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen.py)\n")
     for rel, text in FILES.items():
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text(text)
@@ -250,10 +302,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     shutil.copytree(src / "data", copy / "data")  # what pkg/table.py reads, beside its copy
     copied = run_suite(src, where / "rec-copied", pythonpath=copy)
     paused = run_suite(src, where / "rec-paused", "-p", "own_coverage")
+    swapped = run_suite(src, where / "rec-swapped", "-p", "swap_tracer")
     rules = where / "rules.json"
     rules.write_text(json.dumps(RULES))
     assert git(src, "status", "--porcelain") == ""  # the suite's runs left the checkout clean
-    return Project(src, out, recordings, kernels_only, copied, paused, rules, commit)
+    return Project(src, out, recordings, kernels_only, copied, paused, swapped, rules, commit)
 
 
 def change(project: Project, tmp_path: Path, edits: dict[str, str | None]) -> Path:
@@ -363,9 +416,9 @@ def test_a_new_module_runs_the_tests_of_the_code_that_imports_it(project: Projec
     edits["pkg/fast.py"] = f'KERNEL = "{B_K}"\n'
     result = select(project, change(project, tmp_path, edits))
     assert set(result["run"]) == {TEST_B} and by(result) == {"pkg/ops.py": "python", "pkg/fast.py": "python"}
-    # a new module no file imports or names: no test can run it
+    # a new module no file imports or names: run as a script, by the build, read as data? Coverage cannot say
     result = select(project, change(project, tmp_path / "2", {"pkg/unused.py": "X = 1\n"}))
-    assert result["run"] == [] and by(result) == {"pkg/unused.py": "python"}
+    assert set(result["run"]) == EVERY and by(result) == {"pkg/unused.py": "everything"}
     # a new top-level module may shadow an installed one: not coverage's to decide
     result = select(project, change(project, tmp_path / "3", {"helpers.py": "X = 1\n"}))
     assert set(result["run"]) == EVERY and by(result) == {"helpers.py": "everything"}
@@ -461,3 +514,45 @@ def test_a_symbolic_link_is_not_coverage_s_to_decide(project: Project, tmp_path:
     (repo / "pkg" / "fast.py").symlink_to("util.py")
     result = select(project, repo)
     assert set(result["run"]) == EVERY and "symbolic link" in result["fallback_why"]
+
+
+def test_import_time_code_of_a_module_a_test_imported_first_is_every_test_s(project: Project, tmp_path: Path) -> None:
+    """test_imports imports pkg.lazy; test_uses finds it imported and runs none of its code, yet reads X."""
+    result = select(project, change(project, tmp_path, edited("pkg/lazy.py", "X = 1", "X = 2")))
+    assert {LAZY, USES} <= set(result["run"])
+
+
+def test_a_docstring_is_where_the_function_is_defined(project: Project, tmp_path: Path) -> None:
+    """``__doc__`` is set when ``def`` runs, at import: a test reading it never runs the body."""
+    result = select(project, change(project, tmp_path, edited("pkg/util.py", "Say hello.", "Say hi.")))
+    assert DOC in result["run"]
+
+
+@pytest.mark.parametrize("rel", ["tools/gen.py", "tools/flags.py"])
+def test_python_the_build_runs_is_never_cleared_by_coverage(project: Project, tmp_path: Path, rel: str) -> None:
+    """tools/gen.py: the CMakeLists runs it (execute_process); tools/flags.py: setup.py imports it."""
+    result = select(project, change(project, tmp_path, {rel: FILES[rel] + "# changed\n"}))
+    assert set(result["run"]) == EVERY and "the build runs it" in result["fallback_why"]
+
+
+def test_a_tracer_swapped_out_and_back_is_no_evidence(project: Project, tmp_path: Path) -> None:
+    records = [json.loads(line) for line in (project.swapped / "pytest.jsonl").read_text().splitlines()]
+    assert all(r["python"] is None and "sys.settrace" in r["python_problem"] for r in records)
+    repo = change(project, tmp_path, edited("pkg/util.py", "return x * SCALE", "return SCALE * x"))
+    assert set(select(project, repo, project.swapped)["run"]) == EVERY
+
+
+def test_a_test_file_s_tests_are_spelled_from_pytest_s_rootdir() -> None:
+    """Node ids are relative to pytest's rootdir, which each record names; a record that names none may have run
+    the file (a `record` step) and runs."""
+    recordings = [Recording("tests/test_a.py::test_x", frozenset(), True, "c", "", rootdir="sub"),
+                  Recording("tests/test_b.py::test_y", frozenset(), True, "c", "", rootdir="sub"),
+                  Recording("step-z", frozenset(), True, "c", "")]
+    found = of_test_file("sub/tests/test_a.py", recordings)
+    assert found.known and set(found.tests) == {"tests/test_a.py::test_x", "step-z"}
+
+
+def test_a_file_no_test_executed_is_not_coverage_s_to_decide(project: Project, tmp_path: Path) -> None:
+    """Coverage saw nothing of pkg/extra.py: no evidence that no test needs it (the build, a script, data)."""
+    result = select(project, change(project, tmp_path, edited("pkg/extra.py", "Y = 1", "Y = 2")))
+    assert set(result["run"]) == EVERY and "no recorded test executed any of it" in result["fallback_why"]

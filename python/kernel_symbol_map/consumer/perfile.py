@@ -61,9 +61,11 @@ class PerFile:
     rules: StaticRules | None
     tree: PythonTree | None
     canonical: Callable[[str], str] | None = None
+    configure_inputs: Sequence[str] = ()  # the maps': the CMake files that may name build scripts
 
     def __post_init__(self) -> None:
-        self.python = PythonDecider(self.recordings, self.tree) if self.tree is not None else None
+        self.python = PythonDecider(self.recordings, self.tree, self.configure_inputs) \
+            if self.tree is not None else None
 
     def decide(self, reach: Reach, code: str) -> Verdict:
         """A file the map did not clear; ``code`` is what running everything for it is called."""
@@ -109,4 +111,4 @@ class PerFile:
         users = list(self.tree.importers(rel, module))
         if users:
             return FileDecision(path, False, f"a test file that {users[0]} imports: its code may serve other tests")
-        return tests_of_file(path, self.tests)
+        return tests_of_file(rel, self.recordings)

@@ -116,6 +116,12 @@ class PythonTree:
 
     def module(self, rel: str) -> str | None:
         """The dotted name ``rel`` imports as, through the packages (folders with ``__init__.py``) above it."""
+        modules = self.__dict__.setdefault("_modules", {})
+        if rel not in modules:
+            modules[rel] = self._module(rel)
+        return modules[rel]
+
+    def _module(self, rel: str) -> str | None:
         assert self.top is not None
         parts = rel[:-3].split("/")
         if parts[-1] == "__init__":
@@ -127,6 +133,59 @@ class PythonTree:
             folder = posixpath.dirname(folder)
         kept = parts[len(parts) - depth - (0 if rel.endswith("/__init__.py") else 1):]
         return ".".join(kept) if kept else None
+
+    def build_inputs(self, configure_inputs: Sequence[str]) -> dict[str, str]:
+        """The checkout's Python files the build runs: what ``setup.py`` imports or names, the scripts the CMake
+        files name (``execute_process``, custom commands), and what those import, transitively: file -> how."""
+        cached = self.__dict__.get("_build_inputs")
+        if cached is not None:
+            return cached
+        found: dict[str, str] = {}
+        if self.top is not None:
+            queue = [(rel, f"{rel} is a build script") for rel in self.files if posixpath.basename(rel) == "setup.py"]
+            mentioned = regex.compile(r"[\w./${}@+-]*\.py\b")
+            for spelled in configure_inputs:
+                cmake = Path(spelled) if os.path.isabs(spelled) else self.source_root / spelled
+                try:
+                    text = cmake.read_text(errors="replace")
+                except OSError:
+                    continue
+                for m in mentioned.finditer(text):
+                    tail = m.group().rpartition("}")[2].lstrip("/")
+                    line = text.count("\n", 0, m.start()) + 1
+                    queue += [(rel, f"{spelled}:{line} names it") for rel in self.files
+                              if tail and (rel == tail or rel.endswith("/" + tail))]
+            while queue:
+                rel, how = queue.pop()
+                if rel in found:
+                    continue
+                found[rel] = how
+                queue += [(other, f"{rel} imports or names it") for other in self._uses(rel) if other not in found]
+        self.__dict__["_build_inputs"] = found
+        return found
+
+    def _uses(self, rel: str) -> list[str]:
+        """The checkout's Python files that ``rel`` imports or names (a path in a string)."""
+        text = self.text(rel)
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return []
+        names, paths = set(), set()
+        package = (self.module(rel) or "").rpartition(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".") if package else []
+                    base = ".".join([*up[: max(len(up) - (node.level - 1), 0)], *([base] if base else [])])
+                names |= {base, *(f"{base}.{a.name}" for a in node.names)}
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".py"):
+                paths.add(node.value.lstrip("./"))
+        return [f for f in self.files if (m := self.module(f)) and any(_names(n, m) for n in names if n)
+                or any(f == p or f.endswith("/" + p) for p in paths if p)]
 
     def dynamic_import(self, skip: str) -> str | None:
         """The first ``file:line`` that imports a module by a computed name, or None."""
@@ -196,9 +255,10 @@ def _names(name: str, module: str) -> bool:
 class PythonDecider:
     """Decides changed ``.py`` files from the recordings' Python coverage."""
 
-    def __init__(self, recordings: Sequence[Recording], tree: PythonTree) -> None:
+    def __init__(self, recordings: Sequence[Recording], tree: PythonTree, configure_inputs: Sequence[str] = ()) -> None:
         self.recordings = list(recordings)
         self.tree = tree
+        self.configure_inputs = tuple(configure_inputs)  # the maps' (their CMake files name build scripts)
         self.measured = [r for r in self.recordings if r.python is not None]
 
     def decide(self, path: str) -> FileDecision:
@@ -219,14 +279,18 @@ class PythonDecider:
             return FileDecision(path, False, "every recording ran it from an installed copy, not from the checkout: "
                                 "the recordings never saw this file run")
         executed = [r for r in self.measured if r.python is not None and rel in r.python]
+        built = self.tree.build_inputs(self.configure_inputs).get(rel)
+        if built is not None:
+            return FileDecision(path, False, f"the build runs it ({built}): what it changes is compiled, not tested")
         if executed:
             return self._executed(path, rel)
         existed = self.tree.existed(rel)
         if existed is None:
             return FileDecision(path, False, "no test executed it, and git cannot say whether it is new "
                                 f"(the recordings' commit {self.tree.commit or '(unknown)'})")
-        if existed:
-            return self._with_unseen(FileDecision(path, True, "no recorded test executed any of it"), rel)
+        if existed:  # coverage saw nothing of it: a script, a build step, a file read as data, a module that failed
+            return FileDecision(path, False, "no recorded test executed any of it: coverage has no evidence of what "
+                                "runs it (a script, the build, a file read as data or that did not compile)")
         return self._new(path, rel, set())
 
     def _executed(self, path: str, rel: str) -> FileDecision:
@@ -241,6 +305,14 @@ class PythonDecider:
                 tests[r.test] = (f"it executed {gone} block{'s' if gone > 1 else ''} of {path} that the change "
                                  f"{'removed' if source is None else 'altered'}")
         why = f"{len(tests)} recorded tests executed code of it that changed"
+        if is_test_file(rel) and tests:
+            # a test module's import-time code was its own tests' (see the recorder): the files that import it
+            # use what that code left, so the tests that ran them run too
+            module = self.tree.module(rel)
+            for importer in self.tree.importers(rel, module) if module else {}:
+                for r in self.measured:
+                    if r.python is not None and importer in r.python:
+                        tests.setdefault(r.test, f"it ran {importer}, which imports the changed test module {path}")
         return self._with_unseen(FileDecision(path, True, why, tests), rel)
 
     def _with_unseen(self, found: FileDecision, rel: str) -> FileDecision:
@@ -284,7 +356,8 @@ class PythonDecider:
             for t, why in inner.tests.items():
                 tests.setdefault(t, f"it ran {importer}, which imports the new module {module}" if why == "" else why)
         if not importers:
-            return FileDecision(path, True, f"a new module ({module}) that no file imports or names")
+            return FileDecision(path, False, f"a new module ({module}) that no file imports or names: it may be run "
+                                "as a script, by the build, or read as data")
         why = f"a new module ({module}), imported by {', '.join(importers[:3])}" + (" ..." if len(importers) > 3 else "")
         return self._with_unseen(FileDecision(path, True, why, tests), rel)
 
@@ -312,10 +385,15 @@ def _blocks_at_base(head: bytes | None, base: bytes | None, lines: list[int]) ->
     return frozenset(digests[n] for n in names)
 
 
-def tests_of_file(path: str, tests: Iterable[str]) -> FileDecision:
-    """A changed test file: the tests defined in it (ids under ``path::``); new ones no recording knows."""
-    prefix = path + "::"
-    mine = {t: f"it is defined in {path}, which changed" for t in tests if t.startswith(prefix)}
+def tests_of_file(path: str, recordings: Sequence[Recording]) -> FileDecision:
+    """A changed test file (``path`` relative to the top level): the tests defined in it, node ids under
+    ``path::`` as spelled from pytest's rootdir, which each record names; new ones no recording knows. A test
+    whose record does not say its rootdir (a `record` step) may run this file: it runs."""
+    prefixes = tuple(sorted({posixpath.relpath(path, r.rootdir) + "::" for r in recordings if r.rootdir is not None}))
+    mine = {r.test: f"it is defined in {path}, which changed" for r in recordings
+            if r.rootdir is not None and r.test.startswith(prefixes)}
+    mine.update({r.test: f"{path} changed, and its recording does not say which test files it ran (no rootdir)"
+                 for r in recordings if r.rootdir is None})
     why = f"a test file: its {len(mine)} recorded tests" if mine else \
         "a test file no recording knows: its tests are new, and every test no recording knows runs"
     return FileDecision(path, True, why, mine)

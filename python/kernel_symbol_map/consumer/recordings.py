@@ -59,6 +59,7 @@ class Recording:
     python: Mapping[str, frozenset[str]] | None = None
     python_why: str = "its recording has no Python coverage"
     python_copies: frozenset[str] = frozenset()  # project files it ran from elsewhere (an installed copy)
+    rootdir: str | None = None  # pytest's rootdir, relative to the git top level: where its node id is spelled from
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ def merge(recordings: list[Recording]) -> list[Recording]:
             test, frozenset().union(*(p.kernels for p in parts)), not whys, commits.pop() if len(commits) == 1 else "",
             ", ".join(p.where for p in parts), "; ".join(whys), python, python_why,
             frozenset().union(*(p.python_copies for p in parts)),
+            parts[0].rootdir if len({p.rootdir for p in parts}) == 1 else None,
         ))
     return sorted(merged, key=lambda r: r.test)
 
@@ -292,8 +294,11 @@ def _jsonl(path: Path, default_commit: str) -> list[Recording]:
         reason = record.get("reason")
         why = reason if isinstance(reason, str) and _clean(reason) else "the recorder marked it incomplete"
         python, python_why, copies = _python(record, where, interned)
+        rootdir = record.get("rootdir")
+        if rootdir is not None and not (isinstance(rootdir, str) and _clean(rootdir) and rootdir):
+            raise RecordingError(f"{where}: \"rootdir\" must be a folder name")
         found.append(Recording(record["test"], frozenset(kernels), complete, commit, where,
-                               "" if complete else why, python, python_why, copies))
+                               "" if complete else why, python, python_why, copies, rootdir))
     return found
 
 

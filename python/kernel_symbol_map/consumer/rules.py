@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -66,7 +67,7 @@ class StaticRules:
             for glob in (*rule["paths"], *(t for t in rule["tests"] if _GLOB & set(t))):
                 try:
                     pathspec.PathSpec.from_lines("gitwildmatch", [glob])
-                except (ValueError, TypeError) as e:
+                except (ValueError, TypeError, re.error) as e:  # pathspec compiles globs with re
                     raise KernelSymbolMapError(f"{where}: rules[{i}]: bad glob {glob!r} ({e})") from None
             rules.append((tuple(rule["paths"]), tuple(rule["tests"])))
         return cls(tuple(rules))

@@ -278,7 +278,8 @@ def _decide_others(blocking: list[Reach], verdicts: dict[str, Verdict], tests: l
                          for r in blocking})
         return [verdicts[r.path] for r in blocking]
     tree = PythonTree(options.source_root, kmaps[0].commit) if options.source_root is not None else None
-    deciders = PerFile(recordings, tests, options.rules, tree, options.canonical)
+    configure_inputs = [c for m in kmaps for c in m.document.get("configure_inputs", ())]
+    deciders = PerFile(recordings, tests, options.rules, tree, options.canonical, configure_inputs)
     for r in blocking:
         verdicts[r.path] = deciders.decide(r, _FILE_CODES[r.status])
     return [v for v in verdicts.values() if v.by == "everything"]

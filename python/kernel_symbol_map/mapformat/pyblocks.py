@@ -3,9 +3,12 @@
 A file's blocks are its functions (``def`` and ``async def`` at any depth), each
 holding its body only, and the module block: every line outside every function
 body (imports, class bodies, decorators, signatures, ``def`` lines). A line
-belongs to the innermost function whose body holds it. A function whose body
-starts on a line of its signature (``def f(): return 1``) has no block of its
-own: it is part of the enclosing one, since its signature runs there.
+belongs to the innermost function whose body holds it. A function's body
+starts at its first statement that a call runs: its docstring is the
+enclosing block's (``__doc__`` is set where the function is defined). A
+function with no such statement (a docstring, ``...``), or whose body starts
+on a line of its signature (``def f(): return 1``), has no block of its own:
+it is part of the enclosing one, since its signature runs there.
 
 A block's digest covers its qualified name (with an ordinal among same-named
 siblings), and the tokens of its own lines, with comments and blank lines left
@@ -74,8 +77,9 @@ def split(source: bytes) -> Blocks:
                 name = ".".join((*scope, child.name))
                 seen[name] += 1
                 inner = (*scope, child.name if seen[name] == 1 else f"{child.name}#{seen[name]}")
-                start = child.body[0].lineno
-                if not isinstance(child, ast.ClassDef) and start > _signature_end(child):
+                body = _running(child.body)
+                start = body[0].lineno if body else 0
+                if not isinstance(child, ast.ClassDef) and body and start > _signature_end(child):
                     here = len(names)
                     names.append(".".join(inner))
                     for n in range(start, min(child.end_lineno or start, count - 1) + 1):
@@ -89,6 +93,15 @@ def split(source: bytes) -> Blocks:
             line = tok.start[0]
             text[owner[line] if line < count else 0].append(f"{tok.type}:{tok.string}\n".encode())
     return Blocks(tuple(names), tuple(_digest(n, t) for n, t in zip(names, text, strict=True)), tuple(owner))
+
+
+def _running(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` from its first statement that runs when the function is called: a docstring is ``__doc__``, set
+    where the function is defined, and a body of docstrings and ``...`` alone compiles to no line a call runs."""
+    for i, stmt in enumerate(body):
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            return body[i:]
+    return []
 
 
 def _signature_end(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:

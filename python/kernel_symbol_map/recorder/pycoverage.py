@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +39,7 @@ from typing import Any, ClassVar
 from ..mapformat import pyblocks
 
 ROOT_VARIABLE = "KERNEL_SYMBOL_MAP_RECORD_PYTHON"  # the project's root: measure Python code under it
+
 _DEFAULT = ""  # coverage's context before any switch: the process's default scope
 
 
@@ -55,6 +57,7 @@ class PythonCoverage:
         self.preimported: set[str] = set()
         self.pid = os.getpid()
         self._tracer: Any = None
+        self._own_tracers: tuple[str, ...] = ()
         self._stopping = False
 
     @classmethod
@@ -109,7 +112,11 @@ class PythonCoverage:
     def _watch(self) -> None:
         """Know when tracing was taken from us: another coverage.py measurement pauses ours when it starts
         (its collector calls our collector's ``pause``), and ``sys.settrace`` replaces our tracer."""
+        import coverage
+
         self._tracer = sys.gettrace()
+        # who may call sys.settrace while we measure: coverage.py itself, and threading starting a thread's tracer
+        self._own_tracers = (os.path.dirname(coverage.__file__) + os.sep, threading.__file__ or "threading.py")
         collector = getattr(self.cov, "_collector", None)
         pause = getattr(collector, "pause", None)
         if pause is None:
@@ -123,6 +130,17 @@ class PythonCoverage:
             pause()
 
         collector.pause = paused
+        sys.addaudithook(self._audit)
+
+    def _audit(self, event: str, args: tuple[Any, ...]) -> None:
+        """``sys.settrace`` from anything but coverage.py itself (or threading installing its tracer) takes
+        tracing away from this measurement, if only for a while: a tool that swaps the tracer and restores it
+        before the next test would otherwise hide what ran meanwhile."""
+        if event != "sys.settrace" or self.cov is None or self._stopping or self.problem:
+            return
+        caller = sys._getframe(1).f_code.co_filename
+        if not caller.startswith(self._own_tracers):
+            self.problem = f"sys.settrace was called by {caller} during the run: Python code may have run unseen"
 
     # -- scopes ---------------------------------------------------------------------------------
 
@@ -172,6 +190,8 @@ class PythonCoverage:
         root = self.root.resolve()
         tracked = _tracked(root)
         found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        imported: set[str] = set()
+        per_context: dict[str, tuple[dict[str, set[int]], pyblocks.Blocks]] = {}
         for path in measured:
             rel = _relative(path, root)
             if rel is None or rel not in tracked:
@@ -181,8 +201,21 @@ class PythonCoverage:
                 for context in contexts:
                     by_context[context].add(line)
             blocks = _blocks(Path(path))
+            first = _first_statement(Path(path))
             for context, lines in by_context.items():
-                found[self._scope(context, path, default_scope)][rel].update(blocks.executed(lines))
+                digests = blocks.executed(lines)
+                found[self._scope(context, path, default_scope)][rel].update(digests)
+                if first in lines and not context.startswith("collect:"):
+                    imported.add(context)  # the module's first statement ran here: it was imported in this scope
+            per_context[path] = by_context, blocks
+        # A scope in which some module was imported (a test's lazy import, a fixture's) ran that import's code
+        # for every later test: the code a module's import runs, in any file, cannot be told from the rest of
+        # the scope's, so all of that scope's code is every test's too.
+        for path, (by_context, blocks) in per_context.items():
+            rel = _relative(path, root)
+            assert rel is not None
+            for context in imported & by_context.keys():
+                found[default_scope][rel].update(blocks.executed(by_context[context]))
         for path in self.preimported:  # imported before we could see them: all of it, for every test
             rel = _relative(path, root)
             if rel is not None and rel in tracked:
@@ -218,6 +251,17 @@ def _relative(path: str, root: Path) -> str | None:
         return Path(os.path.realpath(path)).relative_to(root).as_posix()
     except ValueError:
         return None
+
+
+def _first_statement(path: Path) -> int:
+    """The line of a module's first statement: it runs when, and only when, the module is executed (imported)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return 1
+    return tree.body[0].lineno if tree.body else 1
 
 
 def _blocks(path: Path) -> pyblocks.Blocks:

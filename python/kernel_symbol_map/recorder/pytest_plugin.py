@@ -96,6 +96,26 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(KernelRecorder(config, Path(folder), role), "kernel_symbol_map_recorder")
 
 
+def _rootdir(rootpath: Path) -> str | None:
+    """pytest's rootdir relative to the git top level ("." when it is the top level), or None outside git."""
+    from .pycoverage import project_root
+
+    top = project_root(rootpath)
+    if top is None:
+        return None
+    try:
+        return Path(os.path.relpath(rootpath.resolve(), top.resolve())).as_posix()
+    except ValueError:
+        return None
+
+
+def _test_file(module: pytest.Module) -> bool:
+    """The module matches ``python_files`` (pytest collects it as a test file, not as an argument it was given)."""
+    import fnmatch
+
+    return any(fnmatch.fnmatch(module.path.name, pattern) for pattern in module.config.getini("python_files"))
+
+
 def _distributed(config: pytest.Config) -> bool:
     """This process is a pytest-xdist controller: workers run the tests, it only gathers reports."""
     return _distributed_options(config.option)
@@ -166,7 +186,9 @@ class KernelRecorder:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, None, None]:
         python = self.recorder.python if self.recorder is not None else None
-        if python is None or not isinstance(collector, pytest.Module):
+        # pytest's own test modules only: a doctest module or a plugin's collector imports code that is not a
+        # test module's own, so its import-time code stays every test's
+        if python is None or type(collector) is not pytest.Module or not _test_file(collector):
             yield
             return
         with python.collecting(collector.path, parts.SESSION + collector.nodeid):  # its import: its tests
@@ -227,7 +249,10 @@ class KernelRecorder:
         interrupted = "the test run was interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else ""
         commit = mapformat.resolve_commit(self.config.getoption("kernel_record_commit"), Path.cwd())
         records = parts.test_records(self.parts, list(self.tests), commit, interrupted)
+        rootdir = _rootdir(self.config.rootpath)
         for record in records:
+            if rootdir is not None:
+                record["rootdir"] = rootdir  # where the node ids are spelled from: select finds a test file's tests
             why = self.outcomes.verdict(record["test"])
             if why:
                 record["complete"] = False

@@ -665,9 +665,6 @@ MUTANTS = [
            (PER_FILE, SELECTION_EVIDENCE)),
     Mutant("28.F2", "a test a file decided on its own names is not run", "consumer/selection.py",
            "        elif test in named:", "        elif False:", (PER_FILE,)),
-    Mutant("28.F3", "a file the map knows but cannot clear is decided by Python coverage", "consumer/perfile.py",
-           '        if reach.status == "not-in-map":', "        if True:", (PER_FILE, SELECTION_EVIDENCE,
-                                                                          "tests/test_consumer.py")),
 ]
 
 

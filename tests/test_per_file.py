@@ -36,7 +36,9 @@ REGISTRY, CHILD = "tests/test_registry.py::test_registry", "tests/test_child.py:
 REUSE = "tests/test_reuse.py::test_reuse"
 OPTIONAL, VERSION = "tests/test_optional.py::test_optional", "tests/test_version.py::test_version"
 DOC, LAZY, USES = "tests/test_util.py::test_doc", "tests/test_lazy.py::test_imports", "tests/test_lazy.py::test_uses"
-EVERY = {TEST_A, TEST_B, SCALE, CONST, TABLE, PLAIN, REGISTRY, CHILD, REUSE, OPTIONAL, VERSION, DOC, LAZY, USES}
+FLAGS = "tests/test_flags.py::test_flags"
+EVERY = {TEST_A, TEST_B, SCALE, CONST, TABLE, PLAIN, REGISTRY, CHILD, REUSE, OPTIONAL, VERSION, DOC, LAZY, USES,
+         FLAGS}
 RULES = {"rules": [{"paths": ["docs/**", "*.md"], "tests": []}]}
 # Swaps the tracer around each test's call and puts it back, as profilers and timeout tools do.
 SWAP_TRACER = """
@@ -138,8 +140,9 @@ def test_uses():
     assert lazy.X == 1
 ''',
     # Build scripts: what setup.py imports, what the CMake files run. No test runs them.
-    "setup.py": "from tools import flags\n",
-    "tools/flags.py": "FLAGS = []\n",
+    "setup.py": "from tools import flags\n\nflags.flags()\n",
+    "tools/flags.py": "def flags():\n    return []\n",
+    "tests/test_flags.py": "from tools import flags\n\n\ndef test_flags():\n    assert flags.flags() == []\n",
     "tools/gen.py": "print('generated nothing')\n",
     # Code no test runs: pkg/extra.py is imported only by pkg/entry.py, which no test imports.
     "pkg/entry.py": "from . import extra\n",
@@ -300,6 +303,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     copy = where / "site"
     shutil.copytree(src / "pkg", copy / "pkg")
     shutil.copytree(src / "data", copy / "data")  # what pkg/table.py reads, beside its copy
+    shutil.copytree(src / "tools", copy / "tools")
     copied = run_suite(src, where / "rec-copied", pythonpath=copy)
     paused = run_suite(src, where / "rec-paused", "-p", "own_coverage")
     swapped = run_suite(src, where / "rec-swapped", "-p", "swap_tracer")
@@ -530,8 +534,10 @@ def test_a_docstring_is_where_the_function_is_defined(project: Project, tmp_path
 
 @pytest.mark.parametrize("rel", ["tools/gen.py", "tools/flags.py"])
 def test_python_the_build_runs_is_never_cleared_by_coverage(project: Project, tmp_path: Path, rel: str) -> None:
-    """tools/gen.py: the CMakeLists runs it (execute_process); tools/flags.py: setup.py imports it."""
-    result = select(project, change(project, tmp_path, {rel: FILES[rel] + "# changed\n"}))
+    """tools/gen.py: the CMakeLists runs it (execute_process); tools/flags.py: setup.py imports it, and a test
+    runs it too, so coverage alone would run that test only."""
+    edits = edited(rel, "return []", 'return ["-O3"]') if rel == "tools/flags.py" else {rel: FILES[rel] + "# x\n"}
+    result = select(project, change(project, tmp_path, edits))
     assert set(result["run"]) == EVERY and "the build runs it" in result["fallback_why"]
 
 

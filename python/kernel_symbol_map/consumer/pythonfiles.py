@@ -368,6 +368,8 @@ class PythonDecider:
         ran = [r for r in self.measured if r.python is not None and rel in r.python]
         if base is None and not ran and not self.tree.existed(rel):
             return self._new(rel, rel, seen)
+        if not ran:  # no test ran the importer: what runs it (a script, the build) runs the new module too
+            return FileDecision(rel, False, f"no recorded test executed {rel}")
         wanted = _blocks_at_base(self.tree.read(rel), base, lines)
         chosen = [r for r in ran if r.python is not None and (wanted is None or r.python[rel] & wanted)]
         return self._with_unseen(FileDecision(rel, True, "", {r.test: "" for r in chosen}), rel)

@@ -115,7 +115,8 @@ def test_what_the_configure_wrote_is_reached_by_every_change_the_map_knows(built
     proc = ksm("select", "--map", str(built.map), "--recordings", str(built.recordings), "--json",
                "--changed", "csrc/tiles.h", cwd=built.src)
     files = json.loads(proc.stdout)["files"]
-    assert files == [{"path": "csrc/tiles.h", "status": "kernels", "kernels": 3}]
+    assert [{k: f[k] for k in ("path", "status", "kernels", "decided_by")} for f in files] == \
+        [{"path": "csrc/tiles.h", "status": "kernels", "kernels": 3, "decided_by": "map"}]
 
 
 def test_a_file_no_map_knows_still_runs_everything(built: Built) -> None:

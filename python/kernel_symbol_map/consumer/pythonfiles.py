@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import os
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path

@@ -23,11 +23,9 @@ from typing import Any
 from kernel_symbol_map.consumer.pythonfiles import tests_of_file as of_test_file
 from kernel_symbol_map.consumer.recordings import Recording
 
-import projects
 import pytest
 from test_recorder_processes import FAKE_CUPTI
-from test_selection_safety import A_K, B_K, GIT_ID, ksm
-from toolchains import require
+from test_selection_safety import A_K, B_K, GIT_ID, commit_and_map, ksm, selection_project
 
 TEST_A, TEST_B = "tests/test_a.py::test_a", "tests/test_b.py::test_b"
 SCALE, CONST = "tests/test_util.py::test_scale", "tests/test_util.py::test_const"
@@ -279,25 +277,15 @@ def run_suite(repo: Path, out: Path, *extra: str, pythonpath: Path | None = None
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
-    cmake = next((c for c in projects.cmakes() if c.label == "3.25"), None)
-    require(cmake and cmake.cmake, "system CMake 3.25")
     where = tmp_path_factory.mktemp("perfile")
-    src = where / "src"
-    shutil.copytree(projects.PROJECTS / "selection", src)
-    (src / "include" / "alias.cuh").symlink_to("shared.cuh")
+    src = selection_project(where)
     with (src / "CMakeLists.txt").open("a") as f:
         f.write("configure_file(pkg/version.py version_copy.py COPYONLY)\n"
                 "execute_process(COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen.py)\n")
     for rel, text in FILES.items():
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text(text)
-    git(src, "init", "-q")
-    git(src, "add", "-A")
-    git(src, "commit", "-qm", "A")
-    commit = git(src, "rev-parse", "HEAD")
-    b = projects.configure_and_build_at(src, where / "build", cmake, "Ninja")
-    out = where / "map.json.gz"
-    assert ksm("build", "--build-dir", str(b.build), "--out", str(out), "--commit", commit).returncode == 0
+    commit, _, out = commit_and_map(src, where)
     recordings = run_suite(src, where / "rec")
     kernels_only = run_suite(src, where / "rec-kernels", "--kernel-record-python", "off")
     copy = where / "site"

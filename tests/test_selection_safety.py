@@ -46,14 +46,18 @@ class Built:
         return where
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    cmake = next((c for c in projects.cmakes() if c.label == "3.25"), None)
-    require(cmake and cmake.cmake, "system CMake 3.25")
-    where = tmp_path_factory.mktemp("selection")
+def selection_project(where: Path) -> Path:
+    """tests/projects/selection copied to ``where``/src, with the header symlink its tests change."""
     src = where / "src"
     shutil.copytree(projects.PROJECTS / "selection", src)
     (src / "include" / "alias.cuh").symlink_to("shared.cuh")
+    return src
+
+
+def commit_and_map(src: Path, where: Path) -> tuple[str, projects.Build, Path]:
+    """``src`` committed as a new git repository, built with CMake 3.25 and Ninja, and mapped at that commit."""
+    cmake = next((c for c in projects.cmakes() if c.label == "3.25"), None)
+    require(cmake and cmake.cmake, "system CMake 3.25")
     git(src, "init", "-q")
     git(src, "add", "-A")
     git(src, "commit", "-qm", "A")
@@ -61,6 +65,14 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     b = projects.configure_and_build_at(src, where / "build", cmake, "Ninja")
     out = where / "map.json.gz"
     assert ksm("build", "--build-dir", str(b.build), "--out", str(out), "--commit", commit).returncode == 0
+    return commit, b, out
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    where = tmp_path_factory.mktemp("selection")
+    src = selection_project(where)
+    commit, b, out = commit_and_map(src, where)
     doc = json.loads(gzip.decompress(out.read_bytes()))
     (anon,) = next(o["symbols"] for o in doc["objects"] if o["source"] == "csrc/anon.cu")
     return Built(src, b.build, out, commit, anon)

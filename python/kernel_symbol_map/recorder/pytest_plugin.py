@@ -18,6 +18,11 @@ pushed around each test, never timestamps guessed afterwards:
 * a process no recorder saw (a native program, a shell; see :mod:`.spawns`):
   the record of every test from its start on is incomplete, and names it.
 
+With Python coverage on (the default; ``--kernel-record-python off``), each
+record also names the project's Python code the test executed, as block
+digests, attributed by the same scopes (:mod:`.pycoverage`), and pytest's
+rootdir, from which its node ids are spelled.
+
 A record is complete only when the test ran whole and passed (see
 :mod:`.outcomes`). Under ``pytest-xdist`` each worker records its own
 tests into the controller's parts folder, and the controller, which sees

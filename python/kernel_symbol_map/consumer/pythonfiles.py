@@ -111,8 +111,12 @@ class PythonTree:
             return []
 
     def text(self, rel: str) -> str:
-        data = self.read(rel)
-        return data.decode("utf-8", "replace") if data is not None else ""
+        """``rel``'s text in the checkout, read once: the scans below read every Python file, some twice."""
+        texts = self.__dict__.setdefault("_texts", {})
+        if rel not in texts:
+            data = self.read(rel)
+            texts[rel] = data.decode("utf-8", "replace") if data is not None else ""
+        return texts[rel]
 
     def module(self, rel: str) -> str | None:
         """The dotted name ``rel`` imports as, through the packages (folders with ``__init__.py``) above it."""
@@ -177,10 +181,7 @@ class PythonTree:
             if isinstance(node, ast.Import):
                 names |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = package.split(".") if package else []
-                    base = ".".join([*up[: max(len(up) - (node.level - 1), 0)], *([base] if base else [])])
+                base = _absolute(node, package)
                 names |= {base, *(f"{base}.{a.name}" for a in node.names)}
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".py"):
                 paths.add(node.value.lstrip("./"))
@@ -192,9 +193,10 @@ class PythonTree:
         for rel in self.files:
             if rel == skip:
                 continue
-            m = _DYNAMIC.search(self.text(rel))
+            text = self.text(rel)
+            m = _DYNAMIC.search(text)
             if m:
-                return f"{rel}:{self.text(rel).count(chr(10), 0, m.start()) + 1}"
+                return f"{rel}:{text.count(chr(10), 0, m.start()) + 1}"
         return None
 
     def base_source(self, rel: str) -> bytes | None:
@@ -231,11 +233,7 @@ def _imports(text: str, importer: str, is_package: bool, module: str, rel: str) 
             if any(_names(a.name, module) for a in node.names):
                 found.append(node.lineno)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                up = package.split(".") if package else []
-                up = up[: max(len(up) - (node.level - 1), 0)]
-                base = ".".join([*up, *([node.module] if node.module else [])])
+            base = _absolute(node, package)
             if any(_names(f"{base}.{a.name}" if base else a.name, module) for a in node.names) or \
                     _names(base, module) or (_names(base, parent) and any(a.name == "*" for a in node.names)):
                 found.append(node.lineno)
@@ -243,6 +241,14 @@ def _imports(text: str, importer: str, is_package: bool, module: str, rel: str) 
             if _names(node.value, module) or node.value == rel or node.value.endswith("/" + rel):
                 found.append(node.lineno)
     return sorted(set(found))
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    """The module ``from ... import`` names, relative imports resolved against the importer's ``package``."""
+    if not node.level:
+        return node.module or ""
+    up = package.split(".") if package else []
+    return ".".join([*up[: max(len(up) - (node.level - 1), 0)], *([node.module] if node.module else [])])
 
 
 def _names(name: str, module: str) -> bool:
@@ -278,11 +284,10 @@ class PythonDecider:
         if all(rel in r.python_copies for r in self.measured):
             return FileDecision(path, False, "every recording ran it from an installed copy, not from the checkout: "
                                 "the recordings never saw this file run")
-        executed = [r for r in self.measured if r.python is not None and rel in r.python]
         built = self.tree.build_inputs(self.configure_inputs).get(rel)
         if built is not None:
             return FileDecision(path, False, f"the build runs it ({built}): what it changes is compiled, not tested")
-        if executed:
+        if any(r.python is not None and rel in r.python for r in self.measured):
             return self._executed(path, rel)
         existed = self.tree.existed(rel)
         if existed is None:

@@ -44,11 +44,13 @@ _SKIPPED = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize
 
 @dataclass(frozen=True)
 class Blocks:
-    """One file's blocks: ``names[i]`` and ``digests[i]``; ``lines[n]`` is line n's block (1-based)."""
+    """One file's blocks: ``names[i]`` and ``digests[i]``; ``lines[n]`` is line n's block (1-based); ``first`` the
+    line of the module's first statement, which runs when, and only when, the module is executed."""
 
     names: tuple[str, ...]
     digests: tuple[str, ...]
     lines: tuple[int, ...]
+    first: int = 1
 
     def executed(self, lines: set[int] | frozenset[int]) -> set[str]:
         """The digests of the blocks holding ``lines``; a line past the end counts as the module block's."""
@@ -92,7 +94,8 @@ def split(source: bytes) -> Blocks:
         if tok.type not in _SKIPPED:
             line = tok.start[0]
             text[owner[line] if line < count else 0].append(f"{tok.type}:{tok.string}\n".encode())
-    return Blocks(tuple(names), tuple(_digest(n, t) for n, t in zip(names, text, strict=True)), tuple(owner))
+    return Blocks(tuple(names), tuple(_digest(n, t) for n, t in zip(names, text, strict=True)), tuple(owner),
+                  tree.body[0].lineno if tree.body else 1)
 
 
 def _running(body: list[ast.stmt]) -> list[ast.stmt]:

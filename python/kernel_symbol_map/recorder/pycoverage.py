@@ -191,7 +191,7 @@ class PythonCoverage:
         tracked = _tracked(root)
         found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         imported: set[str] = set()
-        per_context: dict[str, tuple[dict[str, set[int]], pyblocks.Blocks]] = {}
+        per_context: dict[str, tuple[dict[str, set[int]], pyblocks.Blocks]] = {}  # rel -> its lines by context
         for path in measured:
             rel = _relative(path, root)
             if rel is None or rel not in tracked:
@@ -201,19 +201,15 @@ class PythonCoverage:
                 for context in contexts:
                     by_context[context].add(line)
             blocks = _blocks(Path(path))
-            first = _first_statement(Path(path))
             for context, lines in by_context.items():
-                digests = blocks.executed(lines)
-                found[self._scope(context, path, default_scope)][rel].update(digests)
-                if first in lines and not context.startswith("collect:"):
+                found[self._scope(context, path, default_scope)][rel].update(blocks.executed(lines))
+                if blocks.first in lines and not context.startswith("collect:"):
                     imported.add(context)  # the module's first statement ran here: it was imported in this scope
-            per_context[path] = by_context, blocks
+            per_context[rel] = by_context, blocks
         # A scope in which some module was imported (a test's lazy import, a fixture's) ran that import's code
         # for every later test: the code a module's import runs, in any file, cannot be told from the rest of
         # the scope's, so all of that scope's code is every test's too.
-        for path, (by_context, blocks) in per_context.items():
-            rel = _relative(path, root)
-            assert rel is not None
+        for rel, (by_context, blocks) in per_context.items():
             for context in imported & by_context.keys():
                 found[default_scope][rel].update(blocks.executed(by_context[context]))
         for path in self.preimported:  # imported before we could see them: all of it, for every test
@@ -251,17 +247,6 @@ def _relative(path: str, root: Path) -> str | None:
         return Path(os.path.realpath(path)).relative_to(root).as_posix()
     except ValueError:
         return None
-
-
-def _first_statement(path: Path) -> int:
-    """The line of a module's first statement: it runs when, and only when, the module is executed (imported)."""
-    import ast
-
-    try:
-        tree = ast.parse(path.read_bytes())
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return 1
-    return tree.body[0].lineno if tree.body else 1
 
 
 def _blocks(path: Path) -> pyblocks.Blocks:

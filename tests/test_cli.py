@@ -64,7 +64,7 @@ def test_cross_check_reports_a_difference(
 def test_missing_cuobjdump_is_a_usage_error(
     cuda_corpus: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("kernel_symbol_map.cli.symbols.find_cuobjdump", lambda explicit: None)
+    monkeypatch.setattr("kernel_symbol_map.buildtree.toolchain.find_cuobjdump", lambda explicit: None)
     assert main(["symbols", "--backend", "cuobjdump", str(cuda_corpus["gencode3.o"])]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "ERROR cuobjdump not found" and err[1].startswith("TIP ")

@@ -1,11 +1,11 @@
 """The package's layers import one way: read every import with ``ast`` and check the rules.
 
 Layers are the package's sub-folders; ``errors``, ``_version``, ``_statefile``, ``_graph``,
-``_atomic`` and ``cmakedir`` are shared by all. The rules (README, "Layout"):
+``_atomic``, ``_commit`` and ``cmakedir`` are shared by all. The rules (README, "Layout"):
 
 - ``readers`` and ``buildtree`` import nothing of ``producer``, ``consumer``
   or ``cli``, nor of each other;
-- ``mapformat`` imports only ``errors`` and ``_atomic``;
+- ``mapformat`` imports only ``errors``, ``_atomic`` and ``_commit``;
 - ``consumer`` imports only ``mapformat``, ``errors`` and ``_graph``;
 - ``producer`` imports neither ``consumer`` nor ``cli``;
 - ``recorder`` imports only ``mapformat`` (for the commit), ``errors`` and ``_atomic``;
@@ -22,14 +22,14 @@ import pytest
 
 PACKAGE = "kernel_symbol_map"
 ROOT = Path(__file__).resolve().parents[1] / "python" / PACKAGE
-SHARED = {"errors", "_version", "_statefile", "_atomic", "cmakedir", "_graph"}
+SHARED = {"errors", "_version", "_statefile", "_atomic", "cmakedir", "_graph", "_commit"}
 LAYERS = {"readers", "buildtree", "mapformat", "producer", "consumer", "recorder", "cli"}
 
 # layer -> the other parts of the package it may import (itself always allowed)
 ALLOWED: dict[str, set[str]] = {
     "readers": SHARED,
     "buildtree": SHARED,
-    "mapformat": {"errors", "_atomic"},
+    "mapformat": {"errors", "_atomic", "_commit"},
     "consumer": {"mapformat", "errors", "_graph"},
     "producer": SHARED | {"readers", "buildtree", "mapformat"},
     "recorder": {"errors", "_atomic", "mapformat"},
@@ -39,6 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     "_version": set(),
     "_statefile": {"_atomic"},
     "_atomic": set(),
+    "_commit": set(),
     "cmakedir": {"errors"},
     "_graph": set(),
     # the package's face names the public API lazily; __main__ runs the CLI

@@ -8,9 +8,9 @@ command line's no-op path stays cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ._version import __version__
+
+TYPE_CHECKING = False  # typing's own flag, without importing typing (the CLI's start-up: issue 29)
 
 _LAZY = {
     "read_kernels": "readers.devicecode",
@@ -23,6 +23,8 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # the names below, for type checkers; at run time __getattr__ imports them
+    from typing import Any
+
     from .consumer.kernelmap import KernelMap, load  # noqa: F401
     from .errors import FormatError, KernelSymbolMapError, ToolError  # noqa: F401
     from .readers.devicecode import Result, read_kernels  # noqa: F401

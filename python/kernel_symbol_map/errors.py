@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Sequence
 
 
@@ -34,6 +33,8 @@ class ToolError(KernelSymbolMapError):
         self.command = list(command)
         self.what = what
         self.returncode = returncode
+        import shlex  # only when a tool failed: every command's start-up imports this module
+
         rc = f" (exit {returncode})" if returncode is not None else ""
         super().__init__(f"{shlex.join(self.command)}{rc}: {what}")
 

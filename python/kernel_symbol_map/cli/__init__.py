@@ -1,21 +1,21 @@
 """``kernel-symbol-map``: the command line.
 
 Each subcommand lives in its own module with ``populate_parser`` and ``run``;
-:func:`main` is separate from the parser so tests call ``main([...])``.
+:func:`main` is separate from the parser so tests call ``main([...])``. Only
+the module of the command that runs is imported (:mod:`._commands`): the
+others appear in ``--help`` by their summaries alone.
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
+import importlib
 import sys
 from collections.abc import Sequence
 
 from .._version import __version__
-from ..cmakedir import cmake_dir, cmake_include
-from . import _output, build, demo, diffmaps, evaluate, merge, query, record, select, show, size, symbols, validate
-
-COMMANDS = (symbols, build, show, query, select, record, evaluate, merge, diffmaps, validate, size, demo)
+from . import _output
+from ._commands import COMMANDS
 
 EPILOG = """\
 examples:
@@ -30,7 +30,9 @@ examples:
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The parser, with the full parser of command ``chosen`` (of every command: ``"*"``); the others are
+    listed by name and summary only."""
     parser = argparse.ArgumentParser(
         prog="kernel-symbol-map",
         description="Which source file produced each GPU kernel.",
@@ -50,22 +52,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the file that maps an unmodified project (for -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=...) and exit",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS:
-        module.populate_parser(sub)
+    for name, (module, summary) in COMMANDS.items():
+        if chosen in (name, "*"):
+            importlib.import_module(f".{module}", __name__).populate_parser(sub)
+        else:
+            sub.add_parser(name, help=summary)
     return parser
+
+
+def _command(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option (the top level's take no value)."""
+    return next((a for a in (argv[: argv.index("--")] if "--" in argv else argv) if not a.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     if hasattr(sys.stdout, "reconfigure"):  # each line as it happens, also in a CI log's pipe
         sys.stdout.reconfigure(line_buffering=True)
-    parser = build_parser()
     args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command(args_list))
     with _output.reporting_errors() as status:
         _check_options(parser, args_list)  # a mistyped flag is named before argparse asks for required ones
     if status.code:
         return status.code
     args = parser.parse_args(args_list)
     if args.cmake_dir or args.cmake_include:
+        from ..cmakedir import cmake_dir, cmake_include
+
         with _output.reporting_errors() as status:
             print(cmake_include() if args.cmake_include else cmake_dir())
         return status.code
@@ -80,12 +92,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """An unknown ``--option`` of the chosen subcommand is a usage error that suggests the closest one."""
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    command = next((a for a in argv if not a.startswith("-")), None)
+    command = _command(argv)
     chosen = sub.choices.get(command) if command else None
     known = set(parser._option_string_actions) | (set(chosen._option_string_actions) if chosen else set())
     for arg in argv[: argv.index("--")] if "--" in argv else argv:
         if arg.startswith("--") and arg.split("=", 1)[0] not in known:
             name = arg.split("=", 1)[0]
+            import difflib  # only for a mistake: the start-up path stays light
+
             close = difflib.get_close_matches(name, sorted(k for k in known if k.startswith("--")), n=1)
             where = f"{command} " if chosen else ""
             raise _output.UsageError(f"{where}has no option {name}",

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import KernelSymbolMapError
@@ -35,6 +33,8 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
 
 def write_json(schema: str, payload: dict[str, Any]) -> None:
     """Machine output: one JSON document on stdout, versioned by ``schema`` (``kernel-symbol-map/<what>/<n>``)."""
+    import json  # here, not at the top: every command's start-up imports this module
+
     json.dump({"schema": schema, **payload}, sys.stdout, indent=1)
     sys.stdout.write("\n")
 
@@ -59,9 +59,11 @@ class UsageError(KernelSymbolMapError):
         self.hint = hint
 
 
-@dataclass
 class Status:
-    code: int = EXIT_OK
+    """The exit code a ``reporting_errors`` block ends with (a plain class: dataclasses cost start-up)."""
+
+    def __init__(self) -> None:
+        self.code = EXIT_OK
 
 
 @contextmanager

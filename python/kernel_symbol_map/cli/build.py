@@ -16,9 +16,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import mapformat
+from .._commit import resolve_commit
 from .._version import __version__
 from ..producer import cache
+from ._commands import summary_of
 from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, plural, tip, write_json
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ INSIDE_BUILD_ENV = "KERNEL_SYMBOL_MAP_INSIDE_BUILD"  # set by the CMake package'
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "build",
-        help="write the kernel symbol map of CMake build trees",
+        help=summary_of("build"),
         description="Read CMake build trees (targets, objects, header deps) and every object's "
         "kernel symbols; write the map atomically and print a one-line summary. "
         "A failure still writes a map with a `reason` and exits 0, unless --strict.",
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     out = (args.out or (build_dirs[0] / DEFAULT_OUT if build_dirs else Path(DEFAULT_OUT))).resolve()
     root = args.source_root.resolve() if args.source_root else None
     # Resolved once, here, in the project's repository: the no-op check must see a new HEAD.
-    commit = mapformat.resolve_commit(args.commit, root or (_home(build_dirs[0]) if build_dirs else Path.cwd()))
+    commit = resolve_commit(args.commit, root or (_home(build_dirs[0]) if build_dirs else Path.cwd()))
     fingerprint_options = {
         "build_dirs": [str(b) for b in build_dirs], "source_root": str(root), "targets": args.targets,
         "exclude_targets": args.exclude_targets,
@@ -149,6 +150,7 @@ def _mirrors(specs: list[str]) -> tuple[Mirror, ...]:
 
 
 def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use_cache, mirrors) -> int:  # noqa: ANN001
+    from .. import mapformat
     from ..producer.extract import Options, build_map
 
     reader = {}

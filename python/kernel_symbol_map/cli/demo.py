@@ -5,12 +5,9 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from ..buildtree.toolchain import find_nvcc
-from ..errors import ToolError
-from . import show, size
+from ._commands import summary_of
 from ._output import UsageError
 
 DESCRIPTION = """\
@@ -29,7 +26,7 @@ MAP_IN_WHEEL = "cuda_ext/kernel_symbol_map.json.gz"
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "demo",
-        help="pip-wheel the bundled example and show the kernel symbol map inside its wheel",
+        help=summary_of("demo"),
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
@@ -41,6 +38,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _run(command: list[str], what: str) -> None:
+    from ..errors import ToolError
+
     print(f"demo: {what}", flush=True)
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -49,6 +48,11 @@ def _run(command: list[str], what: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from ..buildtree.toolchain import find_nvcc
+    from . import show, size
+
     if not (args.example / "pyproject.toml").is_file() or not (ROOT / "pyproject.toml").is_file():
         raise UsageError(f"no example project at {args.example}", "run the demo from a source checkout, or pass --example")
     nvcc = find_nvcc()

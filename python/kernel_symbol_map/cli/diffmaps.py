@@ -12,6 +12,7 @@ import argparse
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from ._commands import summary_of
 from ._output import EXIT_OK, plural, write_json
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ JSON_SCHEMA = "kernel-symbol-map/diff/2"
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "diff", help="kernels added, removed, moved or changed between two maps",
+        "diff", help=summary_of("diff"),
         description="Compare two maps (for example main's and a pull request's): the kernels only NEW has, "
         "those only OLD has, those whose sources changed, and those whose device code changed (by the maps' "
         "digests), each with the sources that define it.",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import KernelSymbolMapError
+from ._commands import summary_of
 from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, plural, tip, write_json
 
 # The results and the selection do not line up (a skipped test is not in them, and a failure names no selected
@@ -17,7 +18,7 @@ EXIT_CANNOT_TELL = 3
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "evaluate", help="shadow mode: compare a selection with a full run's JUnit results",
+        "evaluate", help=summary_of("evaluate"),
         description="Run everything, select anyway, and compare: every test that failed although the "
         "selection would have skipped it (a miss: there must be none), with the change and the evidence "
         "behind the skip; the skip fraction, and the time the skips would have saved, from the run's "

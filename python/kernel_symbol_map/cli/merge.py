@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import mapformat
+from ._commands import summary_of
 from ._output import EXIT_OK, plural, write_json
 
 JSON_SCHEMA = "kernel-symbol-map/merge/1"
@@ -14,7 +14,7 @@ JSON_SCHEMA = "kernel-symbol-map/merge/1"
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "merge",
-        help="merge maps of one commit (shards) into one; any incomplete input makes it incomplete",
+        help=summary_of("merge"),
         description="Write OUT, one map from the maps of one commit built on several machines or with "
         "--targets subsets. It fails closed: any input without evidence, maps of different commits, or one "
         "object mapped two ways give a map with no evidence and a reason (exit 0; the map says why).",
@@ -30,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
     from ..consumer.kernelmap import read_document
 
     read = [read_document(m) for m in args.maps]
+    from .. import mapformat
+
     merged = mapformat.merge([doc for doc, _ in read], [where for _, where in read])
     size = mapformat.write(merged, args.out)
     if args.json:

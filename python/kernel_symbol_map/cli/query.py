@@ -7,6 +7,7 @@ import difflib
 from pathlib import Path
 from typing import Any
 
+from ._commands import summary_of
 from ._common import MAP_HELP, default_source_root
 from ._output import EXIT_INPUT, EXIT_OK, tip, write_json
 
@@ -15,7 +16,7 @@ JSON_SCHEMA = "kernel-symbol-map/query/1"
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "query", help="a file's kernels, or a kernel's sources, with the reasons",
+        "query", help=summary_of("query"),
         description="For a source or header: the kernels it reaches and through which objects. For a kernel "
         "(mangled, as CUPTI reports it, or demangled: 'ns::scale_kernel<float>', 'scale_kernel'): the "
         "sources, targets and objects that define it. An item that matches neither gets the closest names. "

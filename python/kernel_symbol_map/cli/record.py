@@ -17,14 +17,15 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .. import mapformat
+from .._commit import resolve_commit
+from ._commands import summary_of
 from ._output import UsageError, warning
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "record",
-        help="run a command and record the kernels it launches (CUPTI), for select",
+        help=summary_of("record"),
         description="Run COMMAND; record every CUDA kernel launched by it and by its Python descendants "
         "(CUPTI Activity API, through `pip install 'kernel-symbol-map[record]'`); write OUT/STEP.jsonl. "
         "Non-Python processes that launch kernels (C++ test binaries) are not recorded.",
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         interrupted = f"the command was killed by signal {-code}"
     elif code > 0 and not interrupted:  # a step that failed may have stopped early (pytest -x): not all it runs
         interrupted = f"the command failed (exit {code})"
-    commit = mapformat.resolve_commit(args.commit, Path.cwd())
+    commit = resolve_commit(args.commit, Path.cwd())
     record = parts.step_record(folder, args.step, commit, interrupted)
     out = args.out / f"{args.step}.jsonl"
     parts.write_jsonl(out, [record])

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import KernelSymbolMapError, MapError, MapNotFound
+from ._commands import summary_of
 from ._common import MAP_HELP, default_source_root
 from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, warning, write_json
 
@@ -26,7 +27,7 @@ JSON_SCHEMA = "kernel-symbol-map/selection/1"
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "select",
-        help="choose the tests a change needs, from maps and kernel recordings",
+        help=summary_of("select"),
         description="Print the tests or CI steps to run for a change and, for each, why. Evidence only "
         "removes a test when every map has evidence and the same known commit, every changed file is "
         "clearable, and that test's recording is complete, of that commit, and names only known kernels; "

@@ -6,6 +6,7 @@ import argparse
 from collections import Counter, defaultdict
 from typing import Any
 
+from ._commands import summary_of
 from ._output import EXIT_OK, plural, write_json
 
 JSON_SCHEMA = "kernel-symbol-map/show/1"
@@ -13,7 +14,7 @@ JSON_SCHEMA = "kernel-symbol-map/show/1"
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "show", help="summarise a map: per target and per source",
+        "show", help=summary_of("show"),
         description="Summarise a map: its commit, build and counts; then per target, each source's kernels, "
         "deps and most shared project headers. A map without evidence says why.",
         allow_abbrev=False,

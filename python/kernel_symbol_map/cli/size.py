@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._commands import summary_of
 from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, plural, warning, write_json
 
 JSON_SCHEMA = "kernel-symbol-map/size/1"
@@ -31,7 +32,7 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
     p = sub.add_parser(
         "size",
-        help="bytes of device code per source, target, kernel, family or architecture; a diff of two builds",
+        help=summary_of("size"),
         description="Sum each kernel's machine code (SASS, AMDGPU ISA), the sections it owns, each image's "
         "overhead and PTX, by source, target, kernel, family, architecture, kind or file, for maps, wheels "
         "(their libraries charged to the map they ship) and binaries. Two maps or two wheels: what grew, "

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
-from ..buildtree.toolchain import find_cuobjdump
+from ._commands import summary_of
 from ._output import EXIT_INPUT, EXIT_OK, UsageError, error
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ JSON_SCHEMA = "kernel-symbol-map/symbols/1"
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "symbols",
-        help="list kernel entry symbols of objects, archives, libraries, fatbins and cubins",
+        help=summary_of("symbols"),
         description="Print each file's unique kernel entry symbols, sorted. "
         "Exit 0 when every input was read, 1 when some input is unreadable, 2 on usage errors.",
         allow_abbrev=False,
@@ -47,6 +47,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def cuobjdump_backend(explicit: str | None) -> Cuobjdump:
     """The cuobjdump backend, or a usage error that says how to install cuobjdump."""
     from ..readers.cuobjdump import Cuobjdump
+
+    from ..buildtree.toolchain import find_cuobjdump
 
     exe = find_cuobjdump(explicit)
     if exe is None:

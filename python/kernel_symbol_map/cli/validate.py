@@ -10,6 +10,7 @@ import argparse
 
 from .. import mapformat
 from ..errors import MapError
+from ._commands import SCHEMA_FILE, summary_of
 from ._output import EXIT_INPUT, EXIT_OK, error, plural, write_json
 
 JSON_SCHEMA = "kernel-symbol-map/validate/1"
@@ -23,9 +24,9 @@ def problems(document: object) -> list[str]:
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "validate", help=f"check maps against the shipped JSON Schema ({mapformat.SCHEMA})",
+        "validate", help=summary_of("validate"),
         description="Check each map against format version 1's rules (the validator every command uses) and "
-        f"the JSON Schema shipped in the package ({mapformat.SCHEMA}). Exit 1 when any map is invalid.",
+        f"the JSON Schema shipped in the package ({SCHEMA_FILE}). Exit 1 when any map is invalid.",
         allow_abbrev=False,
     )
     p.add_argument("maps", nargs="+", metavar="MAP", help="map file, wheel, folder holding one, or installed package")

@@ -38,10 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import _atomic
+from .._commit import COMMIT_VARIABLES, is_full_sha, resolve_commit
 from ..errors import MapError
 from .validation import VERSION, fail_closed_problems, problems
 
-__all__ = ["VERSION", "fail_closed_problems", "problems"]  # the validator's home is .validation
+__all__ = ["COMMIT_VARIABLES", "VERSION", "fail_closed_problems", "is_full_sha", "problems", "resolve_commit"]
+# the validator's home is .validation; the commit's is .._commit (light: build's no-op path needs it)
 MAX_JSON = 512 << 20  # bytes of JSON one map may decompress to: a vLLM map is tens of MB
 MAX_RATIO = 256  # JSON bytes per gzip byte: maps build writes measure 20-130x; deflate can reach 1032x
 INFLATE_IN, INFLATE_OUT = 1 << 16, 1 << 20  # gzip bytes fed at a time, JSON bytes taken at a time
@@ -50,7 +52,6 @@ MIN_CONTAINER_BYTES = 16  # JSON bytes per '{' or '[' at least: a map's smallest
 _BAD_ESCAPE = re.compile(  # re, not regex: json imports re anyway, and build's no-op path stays light
     rb"\\u(?:0000|[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"  # a NUL, a high half alone
     rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u)[dD][c-fC-F][0-9a-fA-F]{2})")  # a low half alone
-COMMIT_VARIABLES = ("BUILDKITE_COMMIT", "GITHUB_SHA", "CI_COMMIT_SHA", "VLLM_BUILD_COMMIT")
 BUILD_MARKER = "$BUILD"  # a path inside the i-th build folder: "$BUILD/gen/x.cu", "$BUILD1/..." for i >= 1
 
 
@@ -130,33 +131,6 @@ def generated_at() -> str:
     epoch = source_date_epoch()
     when = dt.datetime.fromtimestamp(epoch, dt.timezone.utc) if epoch is not None else dt.datetime.now(dt.timezone.utc)
     return when.isoformat(timespec="seconds")
-
-
-def resolve_commit(explicit: str | None, source_root: Path) -> str:
-    """The full SHA the build is of: ``--commit``, else a CI variable, else ``HEAD``; else "".
-
-    A symbolic name (``HEAD``, a branch, a short SHA: Buildkite allows
-    ``BUILDKITE_COMMIT=HEAD``) is resolved in the source root's repository, so
-    that a map never names a commit that moves. A name git cannot resolve is
-    kept as given, and ``select`` then never matches it (:func:`is_full_sha`).
-    """
-    named = explicit or next((os.environ[n] for n in COMMIT_VARIABLES if os.environ.get(n)), "") or "HEAD"
-    if is_full_sha(named):
-        return named
-    try:
-        proc = subprocess.run(["git", "-C", str(source_root), "rev-parse", "--verify", "--quiet", f"{named}^{{commit}}"],
-                              capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return "" if named == "HEAD" else named
-    resolved = proc.stdout.strip()
-    if proc.returncode == 0 and is_full_sha(resolved):
-        return resolved
-    return "" if named == "HEAD" else named
-
-
-def is_full_sha(commit: str) -> bool:
-    """A commit named by its full object id (SHA-1 or SHA-256 hex): the only name that never moves."""
-    return len(commit) in (40, 64) and all(c in "0123456789abcdef" for c in commit)
 
 
 def fail_closed(document: dict[str, Any], reason: str | None = None) -> None:

@@ -49,7 +49,7 @@ BAD_FIELDS = [
     (("objects", 2, "source"), None, "objects[2].source: expected a string, not null"),
     (("objects", 1, "device"), "yes", "objects[1].device: expected true or false, not a string"),
     (("objects", 1, "unity_sources"), ["a.cu", 3], "objects[1].unity_sources[1]: expected a string"),
-    (("objects", 0, "deps_from"), "guess", "objects[0].deps_from: expected one of cmake-scan, device-preprocessor"),
+    (("objects", 0, "deps_from"), "guess", "objects[0].deps_from: expected one of cmake-scan, device-scan-deps, device-preprocessor"),
     (("build_dirs",), ["build", 7], "build_dirs[1]: expected a string, not a number"),
     (("commit",), 5, "commit: expected a string, not a number"),
     (("stats", "objects"), "4", "stats.objects: expected a count, not a string"),

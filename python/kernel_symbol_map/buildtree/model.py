@@ -46,6 +46,7 @@ class TreeObject:
     device_link: bool = False
     scanned: bool = False  # deps from CMake's own scan (project headers only), not the compiler
     device_side: bool = False  # deps include the device side's, preprocessed per architecture (clang)
+    device_method: str = ""  # how the device side's came: devicedeps.SCAN_DEPS or devicedeps.PREPROCESSOR
     unity_sources: tuple[str, ...] = ()  # a unity object's real sources (its source is CMake's unity file)
     rule_inputs: tuple[str, ...] = ()  # what build rules made its generated source or headers from (in deps too)
 
@@ -264,11 +265,11 @@ def _with_device_side(
             if o.object in missing:
                 o = replace(o, error="device-side includes unknown: no compile command for this object")
             elif o.object in found:
-                extra, error = found[o.object]
+                extra, error, method = found[o.object]
                 merged = tuple(sorted(set(o.deps) | set(extra)))
                 error = error or next((f"device-side include {d} does not exist" for d in extra if stamps[d] is None),
                                       None) or out_of_date(o.object, extra, stamps)
-                o = replace(o, deps=merged, error=error, device_side=True)
+                o = replace(o, deps=merged, error=error, device_side=True, device_method=method)
             updated[target].append(o)
     return updated
 
@@ -277,8 +278,10 @@ def _deps_from(generator: str, objects: list[TreeObject]) -> str:
     found = "ninja_deps" if "Ninja" in generator else "depfiles"
     if any(o.scanned for o in objects):
         found += "+cmake-scan"
-    if any(o.device_side for o in objects):
+    if any(o.device_side and o.device_method != devicedeps.SCAN_DEPS for o in objects):
         found += "+device-preprocessor"
+    if any(o.device_side and o.device_method == devicedeps.SCAN_DEPS for o in objects):
+        found += "+device-scan-deps"
     if any(o.rule_inputs for o in objects):
         found += "+build-rules"
     return found

@@ -191,7 +191,8 @@ OBJECT = _record(
     {"source": STRING, "target": STRING, "object": STRING, "device": BOOLEAN, "symbols": NAMES,
      "deps": STRINGS},
     {"error": TEXT, "archs": STRINGS, "device_link": BOOLEAN, "unity_sources": STRINGS,
-     "compiled_from": STRING, "deps_from": _one_of("cmake-scan", "device-preprocessor"), "sizes": SIZES,
+     "compiled_from": STRING, "deps_from": _one_of("cmake-scan", "device-scan-deps",
+                                                   "device-preprocessor"), "sizes": SIZES,
      "rule_inputs": STRINGS, "configure_generated": BOOLEAN, "digests": DIGESTS},
 )
 UNMAPPED = _record({"target": STRING, "outputs": STRINGS, "sources": STRINGS, "reason": TEXT})

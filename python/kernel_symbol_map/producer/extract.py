@@ -159,8 +159,9 @@ def _entry(
         entry["digests"] = digests
     if obj.scanned:  # CMake's own scan: project headers only, no system or toolkit headers
         entry["deps_from"] = "cmake-scan"
-    elif obj.device_side:  # clang: the depfile's host job, and the preprocessor re-run per architecture
-        entry["deps_from"] = "device-preprocessor"
+    elif obj.device_side:  # clang: the depfile's host job, and the device side per architecture, from one
+        # clang-scan-deps process over every object, or (no matching tool, or it failed) a preprocessor run each
+        entry["deps_from"] = "device-scan-deps" if obj.device_method == "scan-deps" else "device-preprocessor"
     error = obj.error or (result.error if result else None)
     if error:
         entry["error"] = error

@@ -665,6 +665,21 @@ MUTANTS = [
            (PER_FILE, SELECTION_EVIDENCE)),
     Mutant("28.F2", "a test a file decided on its own names is not run", "consumer/selection.py",
            "        elif test in named:", "        elif False:", (PER_FILE,)),
+    # issue 29, item 1: device-side includes from one clang-scan-deps process, per-object runs as the fallback
+    Mutant("29.H1", "a clang-scan-deps of another version than the compiler's is taken", "buildtree/scandeps.py",
+           "        tool = next((c for c in candidates if c and self.version(c) == wanted), None)",
+           "        tool = next((c for c in candidates if c), None)",
+           ("tests/test_devicedeps.py::test_no_matching_scan_deps_means_one_preprocessor_run_per_object",)),
+    Mutant("29.H2", "an object the tool answered for some architectures keeps that part", "buildtree/devicedeps.py",
+           "            if all(answers):", "            if any(answers):",
+           ("tests/test_devicedeps.py::test_an_object_the_tool_answers_in_part_is_preprocessed_on_its_own",)),
+    Mutant("29.H3", "a rule no entry asked for is read as the tool's answer", "buildtree/scandeps.py",
+           "    if stray:\n", "    if False:\n",
+           ("tests/test_devicedeps.py::test_only_whole_rules_of_the_entries_are_kept",)),
+    Mutant("29.H4", "entries leave the resource folder to the tool, which spells it from the symlink",
+           "buildtree/devicedeps.py", '                    args.append(f"-resource-dir={match.resource_dir}")',
+           "                    pass",
+           ("tests/test_devicedeps.py::test_one_scan_deps_process_gives_each_object_its_per_object_include_set",)),
 ]
 
 

@@ -133,7 +133,7 @@ def arch_commands(command: Command) -> list[list[str]] | None:
     name = Path(args[0]).name if args else ""
     if "clang" not in name or "hipcc" in name:
         return None
-    kept: list[str] = []
+    common: list[str] = []  # every job's arguments: all but the architectures
     skip = False
     for a in device_command(command)[:-1]:  # without its -M: the caller adds its own rule options
         if skip:
@@ -145,9 +145,9 @@ def arch_commands(command: Command) -> list[list[str]] | None:
                 return None
             skip = a in ARCH_FLAGS
         else:
-            kept.append(a)
+            common.append(a)
     named = list(dict.fromkeys(archs(args)))  # the same architecture twice is one job
-    return [[*kept, f"{flag}={arch}"] for flag, arch in named] if named else [kept]
+    return [[*common, f"{flag}={arch}"] for flag, arch in named] if named else [common]
 
 
 def _environment(command: Command) -> dict[str, str] | None:
@@ -268,9 +268,9 @@ def device_deps(
             with ThreadPoolExecutor(max(1, jobs or min(len(rest), cpus))) as pool:
                 done.update(zip((t[0] for t in rest), pool.map(lambda t: _preprocess(t[1]), rest), strict=True))
         for obj, _command, key in todo:
-            found[obj] = done[obj]
-            if done[obj].error is None and key is not None:
-                cache[str(obj)] = {"key": key, "deps": list(done[obj].deps), "method": done[obj].method}
+            deps, error, method = found[obj] = done[obj]
+            if error is None and key is not None:
+                cache[str(obj)] = {"key": key, "deps": list(deps), "method": method}
         if use_cache:
             keep = {str(o) for o in commands}
             write(path, tool, {k: v for k, v in cache.items() if k in keep}, log)

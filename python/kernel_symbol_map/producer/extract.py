@@ -21,7 +21,16 @@ from ..buildtree.model import NOT_BUILT, BuildTree, TreeObject
 from ..buildtree.model import load as load_tree
 from ..errors import BuildTreeError, FormatError
 from ..readers._blob import Blob, OpenFile
-from ..readers.devicecode import CUDA_SECTIONS, HIP_BUNDLE_SECTION_PREFIX, HIP_SECTION, OFFLOADING_SECTION, Result, read_kernels
+from ..readers.devicecode import (
+    CUDA_SECTIONS,
+    HIP_BUNDLE_SECTION_PREFIX,
+    HIP_SECTION,
+    OFFLOADING_SECTION,
+    Result,
+    failed,
+    read_blob,
+    read_kernels,
+)
 from ..readers.elf import EM_AMDGPU, EM_CUDA, ElfFile, is_elf
 from ..readers.hostdigest import host_digest
 from ..readers.sizes import BITCODE, images, merged
@@ -99,14 +108,33 @@ def _read_and_measure(read: Callable[[Path], Result], path: Path) -> Read:
     measured (bitcode only) keeps its kernels and has no ``sizes``. Digests
     are evidence for ``select --base-map``: an object whose digests cannot be
     taken has none, and a consumer then cannot compare its code.
+
+    With the native reader the object is opened once, with a memo, so its
+    images are decompressed once for the kernels, the sizes and the digests
+    (issue 29); another reader (cuobjdump) reads the file its own way first.
     """
+    if read is read_kernels:
+        try:
+            with OpenFile(path, memo=True) as blob:
+                result = read_blob(blob)
+                return (result, {}, None) if result.error is not None else _measured(blob, result)
+        except FormatError as e:  # the file cannot be opened: read_kernels says the same
+            return failed(os.fspath(path), e), {}, None
     result = read(path)
     if result.error is not None:
         return result, {}, None
     try:
-        with OpenFile(path) as blob:  # one open for the host digest and the device images
-            host = _host_digest(blob)
-            found = tuple(images(blob, digests=True)) if result.device else ()
+        with OpenFile(path) as blob:
+            return _measured(blob, result)
+    except FormatError:
+        return result, {}, None
+
+
+def _measured(blob: Blob, result: Result) -> Read:
+    """``result`` with the sizes and digests of the file open as ``blob``; none when they cannot be taken."""
+    try:
+        host = _host_digest(blob)
+        found = tuple(images(blob, digests=True)) if result.device else ()
     except FormatError:
         return result, {}, None
     sizes = merged([(i.arch, i.record()) for i in found if i.kind != BITCODE])
@@ -124,9 +152,30 @@ def _host_digest(blob: Blob) -> str | None:
     return host_digest(elf, _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode())
 
 
+class DepSpellings(dict[str, tuple[str, ...]]):
+    """A dep path as the compiler spelled it -> how the map writes it (its original's, when a mirror
+    compiled it): each distinct path spelled once, not once per object that depends on it (a vLLM-sized
+    tree has ~300 deps an object and a few thousand distinct ones)."""
+
+    def __init__(self, spell: Callable[[str], tuple[str, ...]]) -> None:
+        super().__init__()
+        self._spell = spell
+
+    def __missing__(self, path: str) -> tuple[str, ...]:
+        spelled = self[path] = self._spell(path)
+        return spelled
+
+    def of(self, deps: tuple[str, ...]) -> list[str]:
+        """An object's deps as the map writes them: sorted, each once."""
+        out: set[str] = set()
+        for d in deps:
+            out.update(self[d])
+        return sorted(out)
+
+
 def _entry(
     obj: TreeObject, read: Read | None, tree: BuildTree, relative: Callable[[str], str], mirrors: Mirrors,
-    spellings: Callable[[str], tuple[str, ...]], known: Known,
+    spellings: DepSpellings, known: Known,
 ) -> dict[str, Any]:
     result, sizes, digests = read or (None, {}, None)
     source, copy = mirrors.resolve(str(obj.source if obj.source is not None else obj.object))
@@ -136,7 +185,7 @@ def _entry(
         "object": mapformat.relpath(obj.object, tree.build_dir),
         "device": obj.language in DEVICE_LANGUAGES or bool(result and result.device),
         "symbols": list(result.symbols) if result else [],
-        "deps": sorted({s for d in obj.deps for s in spellings(mirrors.resolve(d)[0])}),
+        "deps": spellings.of(obj.deps),
         "archs": list(result.archs) if result else [],
     }
     if copy is not None:  # compiled from a hipified copy: the map names the original, and keeps the copy
@@ -188,9 +237,8 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     root = (options.source_root or (trees[0].source_root if trees else Path.cwd())).resolve()
     folders = [os.path.normpath(b.resolve()) for b in options.build_dirs]
     deps = {name: os.path.normpath(folder) for t in trees for name, folder in t.third_party.items()}
-    relative = lru_cache(maxsize=None)(lambda p: mapformat.spell(p, root, folders, deps))
+    relative = lru_cache(maxsize=None)(mapformat.Speller(root, folders, deps))
 
-    @lru_cache(maxsize=None)
     def spellings(path: str) -> tuple[str, ...]:
         """A project file as the compiler spelled it, and as the real file when reached through a symlink.
 
@@ -204,6 +252,9 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         real = relative(os.path.realpath(path))
         return (spelled,) if real == spelled or os.path.isabs(real) else (spelled, real)
 
+    mirrors = Mirrors(options.mirrors)
+    dep_spellings = DepSpellings(lambda d: spellings(mirrors.resolve(d)[0]))
+
     tool = f"{__version__}/{options.backend}"
     caches = {t.build_dir: ObjectCache(t.build_dir, tool, log) for t in trees} if options.use_cache else {}
     results = _read_all(
@@ -211,13 +262,12 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
          if not o.error and not o.precompiled_header], options
     )
     objects = []
-    mirrors = Mirrors(options.mirrors)
     tracked = tracked_files(root) if trees else frozenset()
     for tree in trees:
         known = Known.of(root, options.build_dirs, tree.rule_outputs, tree.third_party.values(), tree.configure_inputs,
                          tracked)
         for obj in tree.objects:
-            objects.append(_entry(obj, results.get(obj.object), tree, relative, mirrors, spellings, known))
+            objects.append(_entry(obj, results.get(obj.object), tree, relative, mirrors, dep_spellings, known))
         if tree.build_dir in caches:
             caches[tree.build_dir].save(str(o.object) for o in tree.objects)
     objects.sort(key=lambda e: (e["source"], e["target"], e["object"]))
@@ -271,7 +321,9 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     links = {t: sorted(d) for tree in trees for t, d in tree.links.items()}
     if links:  # which targets each target depends on (links, object libraries): --whole-target follows them
         document["target_links"] = dict(sorted(links.items()))
-    used = {d.split("/", 2)[1] for o in objects for d in (o["source"], *o["deps"]) if d.startswith(mapformat.DEP_MARKER + "/")}
+    # Only a tree with third-party folders spells a path $DEP/<name>/...; each distinct spelling is looked at once.
+    spelled = {p for ps in dep_spellings.values() for p in ps} | {o["source"] for o in objects} if deps else set()
+    used = {d.split("/", 2)[1] for d in spelled if d.startswith(mapformat.DEP_MARKER + "/")}
     if used:  # FetchContent dependencies: spelled $DEP/<name>/..., wherever they were fetched to
         document["third_party"] = sorted(used)
     unmapped = [c for t in trees for c in t.unmapped]

@@ -7,6 +7,12 @@ and what was being read, never ``IndexError`` or ``struct.error``.
 Small files are read into memory in one call; large ones (shared libraries of
 hundreds of MB) are read piecewise with ``os.pread`` so that memory stays
 bounded by the largest single payload rather than by the file size.
+
+A file opened with ``OpenFile(path, memo=True)`` keeps what its views make
+once (:meth:`Blob.cached`: decompressed payloads), so that two walks of one
+object (its kernels, then its sizes and digests) decompress each image once.
+The memo holds at most :data:`MEMO_LIMIT` bytes; past it, payloads are made
+again rather than kept.
 """
 
 from __future__ import annotations
@@ -14,33 +20,50 @@ from __future__ import annotations
 import os
 import stat
 import struct
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from ..errors import FormatError
 
 # Files up to this size are read whole: one syscall beats many small preads.
 WHOLE_FILE_LIMIT = 8 << 20
+MEMO_LIMIT = 64 << 20  # bytes a file's memo keeps: an object's images, not a library's hundreds of MB
+T = TypeVar("T")
+
+
+class _Memo:
+    """What the views of one source made, by ``(absolute offset, what)``; bounded by its bytes."""
+
+    __slots__ = ("made", "kept")
+
+    def __init__(self) -> None:
+        self.made: dict[tuple[int, str], object] = {}
+        self.kept = 0
 
 
 class _Source(Protocol):
+    memo: _Memo | None
+
     def pread(self, offset: int, size: int) -> bytes: ...
 
 
 class _BytesSource:
-    __slots__ = ("_data",)
+    __slots__ = ("_data", "memo")
 
     def __init__(self, data: bytes | memoryview) -> None:
         self._data = memoryview(data)
+        self.memo: _Memo | None = None
 
     def pread(self, offset: int, size: int) -> bytes:
         return bytes(self._data[offset : offset + size])
 
 
 class _FileSource:
-    __slots__ = ("_fd",)
+    __slots__ = ("_fd", "memo")
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self.memo: _Memo | None = None
 
     def pread(self, offset: int, size: int) -> bytes:
         return os.pread(self._fd, size, offset)
@@ -87,12 +110,28 @@ class Blob:
     def startswith(self, magic: bytes) -> bool:
         return self.size >= len(magic) and self._src.pread(self._base, len(magic)) == magic
 
+    def cached(self, offset: int, what: str, make: Callable[[], T], size: Callable[[T], int]) -> T:
+        """What ``make`` gives for the data at ``offset``, made once per file opened with a memo (else
+        every time); ``size`` says how many bytes keeping it costs."""
+        memo = self._src.memo
+        if memo is None:
+            return make()
+        key = (self._base + offset, what)
+        if key in memo.made:
+            return memo.made[key]  # type: ignore[return-value]
+        found = make()
+        if memo.kept + size(found) <= MEMO_LIMIT:
+            memo.made[key] = found
+            memo.kept += size(found)
+        return found
+
 
 class OpenFile:
     """Context manager giving a :class:`Blob` over a file; directories and I/O errors are FormatErrors."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], memo: bool = False) -> None:
         self.path = os.fspath(path)
+        self.memo = memo
         self._fd: int | None = None
 
     def __enter__(self) -> Blob:
@@ -108,7 +147,7 @@ class OpenFile:
                 raise FormatError(self.path, f"is {kind}")
             if st.st_size > WHOLE_FILE_LIMIT:
                 self._fd = fd
-                return Blob(self.path, _FileSource(fd), 0, st.st_size)
+                return self._with_memo(Blob(self.path, _FileSource(fd), 0, st.st_size))
             data = _read_all(fd, st.st_size)
         except OSError as e:
             os.close(fd)
@@ -117,7 +156,12 @@ class OpenFile:
             os.close(fd)
             raise
         os.close(fd)
-        return Blob.from_bytes(self.path, data)
+        return self._with_memo(Blob.from_bytes(self.path, data))
+
+    def _with_memo(self, blob: Blob) -> Blob:
+        if self.memo:
+            blob._src.memo = _Memo()
+        return blob
 
     def __exit__(self, *exc: object) -> None:
         if self._fd is not None:

@@ -36,6 +36,7 @@ import hashlib
 import pickle
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .._graph import reachable
 from ._digest import DIGEST_BYTES
@@ -77,10 +78,13 @@ U64 = struct.Struct("<Q")
 CIE_IDS = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
 
 
+_blake2b, _dumps = hashlib.blake2b, pickle.dumps  # bound once: tens of thousands of facts per cubin
+
+
 def _part(*fields: bytes | str | int) -> bytes:
     """One fact as a digest of its fields (pickled: unambiguous, and one C call for tens of thousands of
     facts per cubin); a node's facts are sorted, then digested."""
-    return hashlib.blake2b(pickle.dumps(fields, protocol=5), digest_size=16).digest()
+    return _blake2b(_dumps(fields, protocol=5), digest_size=16).digest()
 
 
 @dataclass
@@ -93,7 +97,10 @@ class _Graph:
     unknown_call: bool = False
 
     def add(self, node: str, *fact: bytes | str | int) -> None:
-        self.facts.setdefault(node, []).append(_part(*fact))
+        facts = self.facts.get(node)
+        if facts is None:
+            facts = self.facts[node] = []
+        facts.append(_blake2b(_dumps(fact, protocol=5), digest_size=16).digest())  # _part, inlined: the hot path
 
     def edge(self, node: str, to: str) -> None:
         if to != node:
@@ -115,17 +122,26 @@ class _Cubin:
     def __init__(self, elf: ElfFile) -> None:
         self.elf = elf
         self.headers = elf.all_headers()
+        self.names = [h.name.decode(errors="replace") for h in self.headers]
+        self.raw = elf.blob.read(0, elf.blob.size, "cubin")  # sliced per section: one read, not one per section
         table = elf.symbol_table(SHT_SYMTAB)
         self.symtab = table.index if table else -1
         self.strtab = table.link if table else -1
         self.symbols: list[Symbol] = list(elf.iter_symbols(table)) if table else []
+        self._limit = min(len(self.headers), SHN_LORESERVE)
         self.functions = {s.name: s for s in self.symbols if s.type == STT_FUNC and self._defined(s)}
         self.kernels = sorted(n for n, s in self.functions.items() if s.other & STO_CUDA_ENTRY)
         namer = Namer({n.encode(): n for n in self.functions})
         self.section_owner = [namer.owner(h.name)[1] or MODULE for h in self.headers]
+        # By symbol index, computed once: what symbol_name and function_at answer (thousands of calls a cubin).
+        functions = self.functions
+        self._symbol_names = [f"[{self.section_name(s.shndx)}]" if s.type == STT_SECTION else s.name
+                              for s in self.symbols]
+        self._function_of = [s.name if s.type == STT_FUNC and functions.get(s.name) is s else None
+                             for s in self.symbols]
 
     def _defined(self, s: Symbol) -> bool:
-        return s.shndx != SHN_UNDEF and s.shndx < min(len(self.headers), SHN_LORESERVE)
+        return s.shndx != SHN_UNDEF and s.shndx < self._limit
 
     def node_of(self, function: str) -> str:
         """A function's node: the function its section is named for (nvcc clones callees into a kernel's
@@ -133,26 +149,23 @@ class _Cubin:
         return self.section_owner[self.functions[function].shndx]
 
     def section_name(self, index: int) -> str:
-        return self.headers[index].name.decode(errors="replace") if 0 <= index < len(self.headers) else f"#{index}"
+        return self.names[index] if 0 <= index < len(self.names) else f"#{index}"
 
     def symbol_name(self, index: int) -> str:
         """A symbol by name; a section symbol by its section's; an index out of range as itself."""
-        if not 0 <= index < len(self.symbols):
-            return f"#{index}"
-        s = self.symbols[index]
-        return f"[{self.section_name(s.shndx)}]" if s.type == STT_SECTION else s.name
+        return self._symbol_names[index] if 0 <= index < len(self._symbol_names) else f"#{index}"
 
     def function_at(self, index: int) -> str | None:
         """The defined function symbol ``index`` names, if it names one."""
-        if 0 <= index < len(self.symbols):
-            s = self.symbols[index]
-            if s.type == STT_FUNC and self.functions.get(s.name) is s:
-                return s.name
-        return None
+        return self._function_of[index] if 0 <= index < len(self._function_of) else None
 
     def data(self, index: int) -> bytes:
         h = self.headers[index]
-        return b"" if h.type == SHT_NOBITS else self.elf.blob.read(h.offset, h.size, f"section {self.section_name(index)}")
+        if h.type == SHT_NOBITS:
+            return b""
+        if h.offset + h.size > len(self.raw):  # a size is a claim: the blob's own check names it
+            self.elf.blob.check(h.offset, h.size, f"section {self.section_name(index)}")
+        return self.raw[h.offset : h.offset + h.size]
 
 
 def kernel_digests(elf: ElfFile) -> dict[str, str]:
@@ -339,6 +352,7 @@ def _symbols(cubin: _Cubin, graph: _Graph) -> None:
 
 
 def _digests(cubin: _Cubin, graph: _Graph) -> dict[str, str]:
+    digest = lru_cache(maxsize=None)(graph.digest)  # a callee's or a folded node's: every kernel's that reaches it
     kernels = set(cubin.kernels)
     kernel_nodes = {cubin.node_of(k) for k in kernels}
     reached = reachable(graph.edges, kernel_nodes)
@@ -346,15 +360,16 @@ def _digests(cubin: _Cubin, graph: _Graph) -> dict[str, str]:
     folded = graph.folded | (devices - reached)  # no kernel is known to reach them: every kernel may
     if graph.unknown_call:
         folded |= devices
-    module = hashlib.blake2b(graph.digest(MODULE), digest_size=16)
+    module = hashlib.blake2b(digest(MODULE), digest_size=16)
     for node in sorted(folded - {MODULE}):
-        module.update(_part(node, graph.digest(node)))
+        module.update(_part(node, digest(node)))
     base = module.digest()
     out = {}
     for kernel in cubin.kernels:
         node = cubin.node_of(kernel)
         h = hashlib.blake2b(base, digest_size=DIGEST_BYTES)
         for n in sorted(reachable(graph.edges, {node}) - folded - {MODULE}):
-            h.update(_part(n, graph.digest(n)))
+            h.update(_part(n, digest(n)))
         out[kernel] = h.hexdigest()
     return out
+

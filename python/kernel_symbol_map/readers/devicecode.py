@@ -92,9 +92,18 @@ def read_kernels(path: str | os.PathLike[str]) -> Result:
     name = os.fspath(path)
     try:
         with OpenFile(name) as blob:
-            return _read(blob)
+            return read_blob(blob)
     except FormatError as e:
         return failed(name, e)
+
+
+def read_blob(blob: Blob) -> Result:
+    """:func:`read_kernels` of a file already open (the producer reads kernels, sizes and digests in one
+    open); never raises on bad input."""
+    try:
+        return _read(blob)
+    except FormatError as e:
+        return failed(blob.name, e)
 
 
 def failed(name: str, e: FormatError) -> Result:

@@ -170,17 +170,21 @@ class ElfFile:
     def headers(self) -> list[tuple[bytes, int, int, int]]:
         """``(name, type, offset, size)`` of every section, the name left undecoded: for walks over the
         thousands of sections of a cubin, where a :class:`Section` each costs more than the walk."""
-        raw, names = self._table
-        if raw and (max(raw)[0] >= len(names) or not names.endswith(b"\0")):  # max: the largest name offset
-            raise self.blob.error("a section name runs outside the section name table")
+        raw, names = self._checked_names()
         find = names.find
         return [(names[h[0]:find(b"\0", h[0])], h[1], h[4], h[5]) for h in raw]
 
     def all_headers(self) -> list[Header]:
         """Every section header with all its fields, by index; names checked as :meth:`headers` does."""
+        raw, names = self._checked_names()
+        find = names.find
+        return [Header(names[h[0]:find(b"\0", h[0])], h[1], h[2], h[4], h[5], h[6], h[7], h[8], h[9]) for h in raw]
+
+    def _checked_names(self) -> tuple[list[tuple], bytes]:
         raw, names = self._table
-        return [Header(name, h[1], h[2], h[4], h[5], h[6], h[7], h[8], h[9])
-                for name, h in zip((n for n, *_ in self.headers()), raw)]
+        if raw and (max(raw)[0] >= len(names) or not names.endswith(b"\0")):  # max: the largest name offset
+            raise self.blob.error("a section name runs outside the section name table")
+        return raw, names
 
     def section(self, name: str) -> Section | None:
         """The first section called ``name``, found without decoding the other names."""

@@ -71,10 +71,14 @@ class FatbinEntry:
         decompress = _DECOMPRESSORS.get(method)
         if decompress is None:
             raise blob.error(f"{what} uses unknown compression flags {method:#x}", self.offset)
-        try:
-            return decompress(raw, self.uncompressed_size)
-        except DecompressError as e:
-            raise blob.error(f"{what}: {e}", self.offset) from None
+
+        def inflate() -> bytes:
+            try:
+                return decompress(raw, self.uncompressed_size)
+            except DecompressError as e:
+                raise blob.error(f"{what}: {e}", self.offset) from None
+
+        return blob.cached(self.offset, "fatbin payload", inflate, len)  # a second walk of the file inflates nothing
 
 
 def is_fatbin(blob: Blob) -> bool:

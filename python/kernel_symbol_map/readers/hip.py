@@ -64,8 +64,8 @@ def iter_stored_bundles(blob: Blob) -> Iterator[tuple[Blob, int, bool]]:
             return
         rest = blob.window(offset, blob.size - offset, "offload bundle")
         compressed = rest.startswith(CCOB_MAGIC)
-        if compressed:
-            inner, used = _decompress(rest)
+        if compressed:  # a second walk of the same file decompresses nothing (Blob.cached)
+            inner, used = rest.cached(0, "compressed bundle", lambda r=rest: _decompress(r), lambda d: d[0].size)
         elif rest.startswith(BUNDLE_MAGIC):
             inner, used = rest, _plain_size(rest)
         else:

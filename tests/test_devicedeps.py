@@ -450,3 +450,15 @@ def test_a_compiler_s_version_is_asked_once_per_run(tmp_path: Path, monkeypatch:
     matches = {finder.match(_clang("19"), tmp_path) for _ in range(3)}
     assert len(matches) == 1 and None not in matches
     assert sum(a[-1] == "--version" for a in calls) == 2  # the compiler's and the tool's
+
+
+@pytest.mark.parametrize("text", [
+    "t0: /a/k.hip \\\n  /usr/include/x.h /a/b.h\nt1: /a/k.hip\n",
+    "t0 t1: a.h\tb.h \\\r\n c.h\n\nt0: d.h\n",
+    "t0: /a/with\\ space.h /a/dollar$$.h /a/hash\\#.h\n",  # escapes: the general parser
+    "no rule here\n: orphan.h\n",
+])
+def test_the_fast_rule_reader_reads_what_the_depfile_parser_reads(text: str) -> None:
+    from kernel_symbol_map.buildtree.makedeps import parse_depfile
+
+    assert scandeps.rules_of(text) == parse_depfile(text)

@@ -31,6 +31,7 @@ import os
 import subprocess
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -177,7 +178,14 @@ def _preprocess(command: Command) -> DeviceDeps:
 
 
 def _absolute(command: Command, deps: Iterable[str]) -> tuple[str, ...]:
-    return tuple(sorted({os.path.normpath(os.path.join(command.directory, d)) for d in deps}))
+    directory = str(command.directory)
+    return tuple(sorted({_normalised(directory, d) for d in set(deps)}))
+
+
+@lru_cache(maxsize=1 << 16)
+def _normalised(directory: str, path: str) -> str:
+    """``path`` absolute against ``directory``, normalised: the same few hundred headers recur in every object."""
+    return os.path.normpath(os.path.join(directory, path))
 
 
 def _source(arguments: list[str]) -> str:

@@ -166,7 +166,7 @@ def scan(tool: str, entries: Sequence[Entry], jobs: int) -> Scan:
             return Scan({}, f"{tool}: {e}")
     if proc.returncode < 0:
         return Scan({}, f"{tool} was killed (signal {-proc.returncode})")
-    rules = parse_depfile(proc.stdout)
+    rules = rules_of(proc.stdout)
     stray = sorted(set(rules) - wanted)
     if stray:
         return Scan({}, f"{tool} printed a rule for {stray[0]!r}, which no entry asked for")
@@ -177,3 +177,27 @@ def scan(tool: str, entries: Sequence[Entry], jobs: int) -> Scan:
                           f"(exit {proc.returncode}): {last}")
     return Scan(kept)
 
+
+
+def rules_of(text: str) -> dict[str, list[str]]:
+    """:func:`.makedeps.parse_depfile`'s answer, with a fast path for text that escapes nothing.
+
+    One run prints every object's rule, 5 MB for 120 HIP objects: the general
+    parser reads it a character at a time (a fifth of the whole ``build``).
+    With no backslash but line continuations and no ``$``, make's words are
+    runs of characters between spaces and tabs, which ``str.split`` finds.
+    """
+    joined = text.replace("\\\r\n", " ").replace("\\\n", " ")
+    if "\\" in joined or "$" in joined:
+        return parse_depfile(text)
+    rules: dict[str, list[str]] = {}
+    for line in joined.splitlines():
+        words = [w for w in line.replace("\t", " ").split(" ") if w]
+        colon = next((i for i, w in enumerate(words) if w.endswith(":")), None)
+        if colon is None:
+            continue
+        targets = words[: colon + 1]
+        targets[-1] = targets[-1][:-1]
+        for target in filter(None, targets):
+            rules.setdefault(target, []).extend(words[colon + 1 :])
+    return rules

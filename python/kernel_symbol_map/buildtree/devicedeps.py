@@ -38,7 +38,6 @@ from typing import NamedTuple
 from .._statefile import FOLDER, read, stat_key, write
 from . import scandeps
 from .compdb import Command
-from .makedeps import parse_depfile
 
 CACHE_FILE = "device-deps.json"
 # The flags that name offload architectures, in clang's spellings (and hipcc's old one).
@@ -171,7 +170,7 @@ def _preprocess(command: Command) -> DeviceDeps:
         last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
         return DeviceDeps((), f"device-side includes unknown: the preprocessor failed (exit {proc.returncode}): "
                               f"{last}", PREPROCESSOR)
-    rules = parse_depfile(proc.stdout)
+    rules = scandeps.rules_of(proc.stdout)  # the same reading, fast where nothing is escaped
     if not rules:
         return DeviceDeps((), "device-side includes unknown: the preprocessor printed no rule", PREPROCESSOR)
     return DeviceDeps(_absolute(command, (d for deps in rules.values() for d in deps)), None, PREPROCESSOR)

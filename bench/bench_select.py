@@ -34,7 +34,8 @@ FEW = "csrc/include/few.cuh"  # included by three objects only
 COMMIT = "ab" * 20  # a full SHA: select refuses any other name
 
 
-def synthetic_map(objects: int, deps: int, rng: random.Random) -> dict:
+def synthetic_map(objects: int, deps: int, rng: random.Random, kernels: int = 18) -> dict:
+    """A valid version-1 map: ``objects`` objects of ``kernels`` kernels and ~``deps`` deps (bench_consumers too)."""
     shared = [f"/usr/local/lib/python3.12/site-packages/torch/include/h{i:05d}.h" for i in range(2 * deps)]
     project = [f"csrc/include/p{i:04d}.cuh" for i in range(400)]
     entries = []
@@ -43,7 +44,7 @@ def synthetic_map(objects: int, deps: int, rng: random.Random) -> dict:
         own = rng.sample(project, 40) + rng.sample(shared, deps - 41) + ([FEW] if i < 3 else [])
         entries.append({
             "source": source, "target": f"_C{i % 8}", "object": f"CMakeFiles/_C.dir/{source}.o", "device": True,
-            "symbols": sorted(f"_Z{len(source)}k{i}_{j}Pf" for j in range(18)), "deps": sorted([source, *own]),
+            "symbols": sorted(f"_Z{len(source)}k{i}_{j}Pf" for j in range(kernels)), "deps": sorted([source, *own]),
             "archs": ["sm_80", "sm_90", "sm_100"],
         })
     return {"version": 1, "commit": COMMIT, "cuda": "13.0", "generated_at": "", "build_dirs": ["build"],

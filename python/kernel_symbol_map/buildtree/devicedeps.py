@@ -10,8 +10,8 @@ every pass, so nvcc objects need nothing here.
 For each such object the compile command is re-run as ``-M`` for the device
 side (``--cuda-device-only``, which clang takes for HIP and CUDA alike): one
 preprocessing job per offload architecture, each printing its rule to
-stdout, in the command's own folder. Nothing is written, in the build tree
-or anywhere else. vLLM's own ROCm dependency tracking re-runs the
+stdout, in the command's own folder. Nothing is written in the build tree
+(clang-scan-deps, below, reads its database from a temporary folder). vLLM's own ROCm dependency tracking re-runs the
 preprocessor per GPU target for the same reason. Results are kept in the
 tool's folder, keyed by the object's stat key and the command, so a re-run
 preprocesses only objects that were rebuilt.
@@ -19,7 +19,9 @@ preprocesses only objects that were rebuilt.
 Those runs cost a driver and a full preprocessing each (94% of a HIP cold
 ``build``), so every object to do goes first to one ``clang-scan-deps``
 process of the compiler's own version (:mod:`.scandeps`), one entry per
-architecture. An object it does not answer whole (no matching tool, hipcc, an
+architecture (given two in one entry, clang-scan-deps-15 printed one job's
+includes: a header taken for gfx90a only was missing, whatever the order,
+with exit 0). An object it does not answer whole (no matching tool, hipcc, an
 entry that failed, an output we cannot place) is preprocessed on its own, as
 before; the map says which way each object's includes came (``method``).
 """
@@ -138,8 +140,8 @@ def arch_commands(command: Command) -> list[list[str]] | None:
     for a in device_command(command)[:-1]:  # without its -M: the caller adds its own rule options
         if skip:
             skip = False
-        elif a.startswith(("@", "--no-offload-arch", "--no-cuda-gpu-arch")):
-            return None
+        elif a.startswith(("@", "--no-offload-arch", "--no-cuda-gpu-arch")) or not _utf8(a):
+            return None  # (a name that is not UTF-8 cannot go through the tool's JSON database as it is)
         elif a in ARCH_FLAGS or any(a.startswith(flag + "=") for flag in ARCH_FLAGS):
             if not a.startswith(_SPLIT_FLAGS):
                 return None
@@ -148,6 +150,14 @@ def arch_commands(command: Command) -> list[list[str]] | None:
             common.append(a)
     named = list(dict.fromkeys(archs(args)))  # the same architecture twice is one job
     return [[*common, f"{flag}={arch}"] for flag, arch in named] if named else [common]
+
+
+def _utf8(argument: str) -> bool:
+    try:
+        argument.encode()
+    except UnicodeEncodeError:  # bytes that are not UTF-8, as surrogateescape decoded them
+        return False
+    return True
 
 
 def _environment(command: Command) -> dict[str, str] | None:

@@ -155,15 +155,15 @@ def scan(tool: str, entries: Sequence[Entry], jobs: int) -> Scan:
     """
     wanted = {e.target for e in entries}
     database = [{"directory": str(e.directory), "file": e.file, "arguments": list(e.arguments)} for e in entries]
-    with tempfile.TemporaryDirectory(prefix="ksm-scan-deps-") as scratch:
-        path = Path(scratch) / "compile_commands.json"
-        path.write_text(json.dumps(database))
-        argv = [tool, "-compilation-database", str(path), "-format=make", "-j", str(max(1, jobs))]
-        try:
+    try:  # the database in a folder of its own, gone after the run: nothing is written in the build tree
+        with tempfile.TemporaryDirectory(prefix="ksm-scan-deps-") as scratch:
+            path = Path(scratch) / "compile_commands.json"
+            path.write_text(json.dumps(database))
+            argv = [tool, "-compilation-database", str(path), "-format=make", "-j", str(max(1, jobs))]
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, check=False,
                                   errors="surrogateescape")
-        except (OSError, subprocess.SubprocessError) as e:
-            return Scan({}, f"{tool}: {e}")
+    except (OSError, subprocess.SubprocessError) as e:
+        return Scan({}, f"{tool}: {e}")
     if proc.returncode < 0:
         return Scan({}, f"{tool} was killed (signal {-proc.returncode})")
     rules = rules_of(proc.stdout)

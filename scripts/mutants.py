@@ -120,7 +120,7 @@ MUTANTS = [
            "    reached = reachable(forward, targets) | reachable(backward, targets)", "    reached = set(targets)",
            (f"{ORACLE}[host code of a launcher in another target]",)),
     Mutant("W2", "a project configured through a symlink is spelled absolute", "mapformat/__init__.py",
-           "    if marked is None:\n        real = os.path.realpath(p)", "    if False:\n        real = os.path.realpath(p)",
+           "        if marked is None:\n            if self._real is None:", "        if False:\n            if self._real is None:",
            ("tests/test_build_setups.py::test_a_project_configured_through_a_symlink_is_mapped_with_relative_paths",)),
     Mutant("18.4prop", "configure inputs are clearable (the property alone)", "consumer/kernelmap.py",
            "            if spellings[p] & configured or (canonical is not None and canonical(p) in configured):",

@@ -135,8 +135,9 @@ class _Cubin:
         self.section_owner = [namer.owner(h.name)[1] or MODULE for h in self.headers]
         # By symbol index, computed once: what symbol_name and function_at answer (thousands of calls a cubin).
         functions = self.functions
-        self._symbol_names = [f"[{self.section_name(s.shndx)}]" if s.type == STT_SECTION else s.name
-                              for s in self.symbols]
+        # A section symbol's name is made at each call, as it always was: the facts are pickled, and pickle
+        # writes a second reference to one object, not a second equal string, so identity is in the digest.
+        self._symbol_names = [None if s.type == STT_SECTION else s.name for s in self.symbols]
         self._function_of = [s.name if s.type == STT_FUNC and functions.get(s.name) is s else None
                              for s in self.symbols]
 
@@ -153,7 +154,10 @@ class _Cubin:
 
     def symbol_name(self, index: int) -> str:
         """A symbol by name; a section symbol by its section's; an index out of range as itself."""
-        return self._symbol_names[index] if 0 <= index < len(self._symbol_names) else f"#{index}"
+        if not 0 <= index < len(self._symbol_names):
+            return f"#{index}"
+        name = self._symbol_names[index]
+        return f"[{self.section_name(self.symbols[index].shndx)}]" if name is None else name
 
     def function_at(self, index: int) -> str | None:
         """The defined function symbol ``index`` names, if it names one."""
@@ -165,6 +169,8 @@ class _Cubin:
             return b""
         if h.offset + h.size > len(self.raw):  # a size is a claim: the blob's own check names it
             self.elf.blob.check(h.offset, h.size, f"section {self.section_name(index)}")
+        if h.size == 1:  # a fresh object, as a read gives, not the one-byte singleton a slice gives
+            return self.elf.blob.read(h.offset, h.size, f"section {self.section_name(index)}")
         return self.raw[h.offset : h.offset + h.size]
 
 
@@ -344,7 +350,7 @@ def _symbols(cubin: _Cubin, graph: _Graph) -> None:
     for s in cubin.symbols[1:]:
         if s.type == STT_SECTION or s.shndx == SHN_UNDEF:
             continue
-        where = cubin.section_name(s.shndx) if cubin._defined(s) else f"#{s.shndx}"
+        where = cubin.headers[s.shndx].name.decode(errors="replace") if cubin._defined(s) else f"#{s.shndx}"
         node = cubin.section_owner[s.shndx] if cubin._defined(s) else MODULE
         per_node.setdefault(node, []).append((s.name, s.info, s.other, where, s.value, s.size))
     for node, facts in per_node.items():  # in table order: the same symbols in the same order

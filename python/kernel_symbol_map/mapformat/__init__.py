@@ -32,7 +32,7 @@ import os
 import re
 import subprocess
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from typing import Any
 from .. import _atomic
 from .._commit import COMMIT_VARIABLES, is_full_sha, resolve_commit
 from ..errors import MapError
+from . import plainjson
 from .validation import VERSION, fail_closed_problems, problems
 
 __all__ = ["COMMIT_VARIABLES", "VERSION", "fail_closed_problems", "is_full_sha", "problems", "resolve_commit"]
@@ -335,9 +336,16 @@ def decode_bytes(raw: bytes, where: str) -> Any:
     Memory stays proportional to the JSON: it inflates to at most
     :data:`MAX_RATIO` times the gzip (and :data:`MAX_JSON`), and JSON with more
     containers than a map has is refused before it is parsed (an empty ``{}``
-    costs Python 64 bytes for its 2).
+    costs Python 64 bytes for its 2). A map as ``encode`` writes it is decoded
+    an object at a time as it inflates, each repeated path one string
+    (:mod:`.plainjson`: the same document, a tenth of the memory); any other
+    text, and any text these rules refuse, is decoded whole below, which says why.
     """
-    text = _inflate(raw, where, min(MAX_JSON, MAX_RATIO * len(raw) + (1 << 20)))
+    limit = min(MAX_JSON, MAX_RATIO * len(raw) + (1 << 20))
+    document = plainjson.decode_map(_inflated(raw, where, limit))
+    if document is not None:
+        return document
+    text = _inflate(raw, where, limit)
     bad = _BAD_ESCAPE.search(text)
     if bad is not None:
         raise MapError(f"{where}: a string holds a NUL or half a surrogate pair ({bad.group().decode()} at byte "
@@ -356,18 +364,25 @@ def decode_bytes(raw: bytes, where: str) -> Any:
 
 
 def _inflate(raw: bytes, where: str, limit: int) -> bytearray:
-    """gzip's members in ``raw``, inflated to at most ``limit`` bytes, which is an error.
+    """gzip's members in ``raw``, inflated to at most ``limit`` bytes, which is an error (:func:`_inflated`)."""
+    text = bytearray()
+    for piece in _inflated(raw, where, limit):
+        text += piece
+    return text
+
+
+def _inflated(raw: bytes, where: str, limit: int) -> Iterator[bytes]:
+    """gzip's members in ``raw``, inflated in pieces, to at most ``limit`` bytes, which is an error.
 
     Streamed: :data:`INFLATE_IN` bytes of gzip at a time, each inflated in
-    pieces of at most :data:`INFLATE_OUT`, into one buffer that is checked
-    after every piece. A bomb is refused a piece past the bound, and holds no
-    more than the bound meanwhile (``zlib.decompress`` with a ``max_length``
+    pieces of at most :data:`INFLATE_OUT`, counted after every piece. A bomb is
+    refused a piece past the bound, and whoever keeps the pieces holds no more
+    than the bound meanwhile (``zlib.decompress`` with a ``max_length``
     collects its output in blocks and joins them: twice the bound, issue 26).
     """
     too_big = MapError(f"{where}: decompresses to more than {limit >> 20} MiB "
                        f"({MAX_RATIO}x its size, {MAX_JSON >> 20} MiB at most): not a map")
-    text = bytearray()
-    view, at = memoryview(raw), 0
+    view, at, total = memoryview(raw), 0, 0
     try:
         while at < len(raw):  # concatenated gzip members, as gzip.decompress allows
             inflate = zlib.decompressobj(wbits=31)
@@ -375,18 +390,20 @@ def _inflate(raw: bytes, where: str, limit: int) -> bytearray:
                 data = view[at : at + INFLATE_IN]
                 at += len(data)
                 while data and not inflate.eof:
-                    text += inflate.decompress(data, INFLATE_OUT)
-                    if len(text) > limit:
+                    piece = inflate.decompress(data, INFLATE_OUT)
+                    total += len(piece)
+                    if total > limit:
                         raise too_big
+                    if piece:
+                        yield piece
                     data = inflate.unconsumed_tail
             if not inflate.eof:
                 raise zlib.error("truncated")
             at -= len(inflate.unused_data)  # the next member starts where this one ended
     except zlib.error:
         raise MapError(f"{where}: not a gzip file") from None
-    if not text:
+    if not total:
         raise MapError(f"{where}: not a gzip file")
-    return text
 
 
 def validate(document: Any, where: str) -> None:

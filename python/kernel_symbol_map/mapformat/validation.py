@@ -30,8 +30,13 @@ class Rule:
     is checked in a few passes, whatever the shape of its records. ``explain`` walks a column that is
     not sound to name each problem with its JSON path; it finds one wherever ``sound`` is false."""
 
-    def __init__(self, sound: Callable[[list[Any]], bool], explain: Callable[[Any, str, list[str]], None]):
+    def __init__(self, sound: Callable[[list[Any]], bool], explain: Callable[[Any, str, list[str]], None],
+                 by_value: bool = False):
         self.sound, self.explain = sound, explain
+        # Its answer for a column is its distinct values' answer, and no value of another type equals one it
+        # takes (strings: no JSON number, boolean or null equals a string), so a list column may be checked
+        # as the set of its items: a vLLM map's 4.5 million deps are 7,000 strings.
+        self.by_value = by_value
 
     def check(self, value: Any, where: str, found: list[str]) -> None:
         if not self.sound([value]):
@@ -52,7 +57,7 @@ def _of_type(kind: type, test: Callable[[list[Any]], bool], what: Callable[[Any]
         problem = what(value)
         if problem:
             _fail(found, where, problem)
-    return Rule(sound, explain)
+    return Rule(sound, explain, by_value=kind is str)
 
 
 def _expected(kind: type, description: str) -> Callable[[Any], str | None]:
@@ -85,7 +90,14 @@ COUNT = Rule(lambda values: all(map(_is_count, values)),
 
 def _list_of(item: Rule) -> Rule:
     def sound(values: list[Any]) -> bool:  # the items of every list of the column, as one column
-        return set(map(type, values)) <= {list} and item.sound(list(chain.from_iterable(values)))
+        if not set(map(type, values)) <= {list}:
+            return False
+        if not item.by_value:
+            return item.sound(list(chain.from_iterable(values)))
+        try:
+            return item.sound(list(set().union(*values)))  # each distinct item once
+        except TypeError:  # an item that is a list or an object: no string
+            return False
 
     def explain(value: Any, where: str, found: list[str]) -> None:
         if type(value) is not list:

@@ -1,0 +1,212 @@
+"""JSON as ``encode`` writes it, decoded with one ``str`` per distinct string of its big string arrays.
+
+A map 10x vLLM's holds 4.5 million dep strings, about 7,000 distinct: ``json.loads``
+makes a Python string of each (a GB, and most of a ``select``), and recordings
+repeat each kernel name in hundreds of tests. Here a string array that escapes
+nothing (``["a","b"]``: no backslash, quote or control character inside) is split
+at ``","`` and each piece looked up in :class:`Interned`, so that a repeated
+string is one object; everything else is ``json.loads``'s. Every function here
+returns exactly what ``json.loads`` would, or None where it cannot be sure, and
+the caller then decodes the plain way: the result never depends on which path
+ran, and bad input gets the plain path's message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any, AnyStr
+
+# The layout the map decoder takes, as mapformat.encode writes it (compact, ASCII, the objects last):
+# {<head>,"objects":[{<object>},{<object>}...]}. Anything else decodes whole (test_consumer_scale checks
+# that encode still writes this).
+OBJECTS = b'"objects":['  # ends the head
+SEPARATOR = b"},{"  # between two objects; inside a string it only makes a fragment that fails to decode
+END = b"}]}"  # the last object's close, the list's and the document's
+DEPS_KEY = b'"deps"'  # an object's one big array: split; the rest of the object is json.loads's
+MIN_CONTAINER_BYTES = 16  # mapformat's bound: JSON bytes per '{' or '[' at least
+# What a piece of a split array may not hold: a quote (then it was not split at its strings' ends), a
+# backslash (an escape: json.loads undoes it) or a control character (json.loads refuses it).
+_NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
+_NOT_PLAIN_TEXT = re.compile(r'["\\\x00-\x1f]')
+
+
+class _NotPlain(Exception):
+    """A piece of a split array that is no whole JSON string by itself."""
+
+
+class _Strings(dict):  # type: ignore[type-arg]
+    """Piece -> its ``str``: a miss (a new piece) is checked and added by ``__missing__``, so that a lookup of
+    every piece stays one C-speed ``map`` (a vLLM object's deps are its source and ~1,000 shared headers)."""
+
+    def __missing__(self, piece: bytes | str) -> str:
+        if isinstance(piece, bytes):
+            if _NOT_PLAIN.search(piece) or not piece.isascii():
+                raise _NotPlain
+            text = piece.decode("ascii")
+        elif _NOT_PLAIN_TEXT.search(piece):
+            raise _NotPlain
+        else:
+            text = piece
+        self[piece] = text
+        return text
+
+
+class Interned:
+    """The strings of plain string arrays, one ``str`` per distinct one (a map's paths, a recording's kernels).
+
+    A piece is checked once, when first seen: every later one is a dictionary hit.
+    """
+
+    def __init__(self) -> None:
+        self.strings = _Strings()
+
+    def split(self, inner: AnyStr) -> list[str] | None:
+        """What json.loads makes of ``["`` + ``inner`` + ``"]``, or None when that is not a plain string array."""
+        try:
+            return list(map(self.strings.__getitem__, inner.split(b'","' if isinstance(inner, bytes) else '","')))
+        except _NotPlain:
+            return None
+
+
+def array_at(text: AnyStr, at: int, interned: Interned, stop: int | None = None) -> tuple[list[str], int] | None:
+    """The plain string array whose '[' is ``text[at]`` (before ``stop``), and the index after its ']'; or None.
+
+    Its end is the first '"]' after its first string opens, found by memchr's
+    ']' (a path rarely holds one): a plain string holds no quote, so when every
+    piece between is plain, that text is a whole array, and a JSON parser reads
+    it to the same ']'.
+    """
+    quote, close = (b'"', b"]") if isinstance(text, bytes) else ('"', "]")
+    stop = len(text) if stop is None else stop
+    if text[at + 1 : at + 2] != quote:
+        return None
+    end = text.find(close, at + 2, stop)  # type: ignore[arg-type]
+    while end >= 0 and text[end - 1 : end] != quote:
+        end = text.find(close, end + 1, stop)  # type: ignore[arg-type]
+    if end < 0 or end < at + 3:
+        return None
+    strings = interned.split(text[at + 2 : end - 1])
+    return None if strings is None else (strings, end + 1)
+
+
+def containers(text: bytes) -> int:
+    """The '{' and '[' in ``text``, counted only where memchr finds one (a path rarely holds either)."""
+    return (text.count(b"{") if b"{" in text else 0) + (text.count(b"[") if b"[" in text else 0)
+
+
+def too_dense(length: int, count: int) -> bool:
+    """mapformat's bound: more containers than one per MIN_CONTAINER_BYTES (+64) is no map."""
+    return count > length // MIN_CONTAINER_BYTES + 64
+
+
+def _loads(text: bytes) -> Any:
+    """json.loads of an ASCII fragment; None where it fails (the whole map then says why), or where it is
+    denser in containers than a map (json.loads would make an object of each)."""
+    if too_dense(len(text), containers(text)):
+        return None
+    try:
+        return json.loads(text.decode("ascii"))
+    except (ValueError, RecursionError):
+        return None
+
+
+class _Objects:
+    """A map's ``objects``, decoded one at a time as the text arrives."""
+
+    def __init__(self) -> None:
+        self.interned = Interned()
+        self.found: list[Any] = []
+        self.containers = 0  # '{' and '[' in every object's text, mapformat's bound being over the whole text
+
+    def add(self, text: bytes, start: int, stop: int) -> bool:
+        """The object ``{`` + ``text[start:stop]`` + ``}``; False where it does not decode (the map then
+        decodes whole)."""
+        found = self._split(text, start, stop)
+        if found is None:
+            body = text[start:stop]
+            found = _loads(b"{" + body + b"}")
+            if found is None:
+                return False
+            self.containers += containers(body)
+        self.found.append(found)
+        return True
+
+    def _split(self, text: bytes, start: int, stop: int) -> dict[str, Any] | None:
+        """The object with its deps split and the rest json.loads's; None where that cannot be sure."""
+        at = text.find(DEPS_KEY + b":[", start, stop)
+        if at < 0:
+            return None
+        bracket = at + len(DEPS_KEY) + 1
+        split = array_at(text, bracket, self.interned, stop)
+        if split is None:
+            return None
+        deps, end = split
+        rest = b"{" + text[start : bracket + 1] + text[end - 1 : stop] + b"}"  # "deps":[] in the array's place
+        if rest.count(DEPS_KEY) != 1:  # the array's plain strings hold no quote: this counts the object's
+            return None
+        found = _loads(rest)
+        if type(found) is not dict or type(found.get("deps")) is not list or found["deps"]:
+            return None  # the one '"deps"' was not this object's key: json.loads decides
+        found["deps"] = deps
+        self.containers += containers(rest) - 1 + containers(text[bracket + 2 : end - 2])  # less the '{' added
+        return found
+
+
+def _separators(text: bytes, start: int) -> Iterator[int]:
+    """Where each '},{' at or after ``start`` begins, found by memchr's '{' (a map's objects hold few)."""
+    at = text.find(b"{", start + 2)
+    while at >= 0:
+        if text[at - 2 : at] == b"},":
+            yield at - 2
+        at = text.find(b"{", at + 1)
+
+
+def decode_map(pieces: Iterable[bytes]) -> dict[str, Any] | None:
+    """``json.loads`` of the map whose text arrives in ``pieces``; None unless it is in encode's layout,
+    ASCII, escapes nothing, and is no denser in containers than mapformat's bound.
+
+    The text is held an object at a time, so memory stays near the decoded map's.
+    """
+    buffer, length = b"", 0
+    head: Any = None
+    count = 0  # '{' and '[' outside the objects' bodies: the head's, the list's, each object's own '{'
+    objects: _Objects | None = None  # once the first object's '{' is read; buffer is then the object's body
+    for piece in pieces:
+        if not piece.isascii() or b"\\" in piece:  # an escape or a non-ASCII byte: json.loads decodes it
+            return None
+        length += len(piece)
+        buffer += piece
+        if head is None:
+            at = buffer.find(OBJECTS)
+            if at < 0:
+                continue
+            fields = buffer[:at]  # "{" or "{<fields>,"
+            head = _loads(b"{}" if fields == b"{" else fields[:-1] + b"}" if fields.endswith(b",") else b"")
+            if type(head) is not dict:
+                return None
+            count = containers(fields) + 1
+            buffer = buffer[at + len(OBJECTS) :]
+        if objects is None:
+            if not buffer.startswith(b"{"):
+                continue  # "]}", or more text to come
+            objects, buffer = _Objects(), buffer[1:]
+        start = 0
+        for sep in _separators(buffer, 0):
+            if not objects.add(buffer, start, sep):
+                return None
+            start = sep + len(SEPARATOR)
+        buffer = buffer[start:]  # the object still arriving
+    if head is None:
+        return None
+    if objects is None:
+        if buffer != b"]}":
+            return None
+        head["objects"] = []
+    else:
+        if not buffer.endswith(END) or not objects.add(buffer, 0, len(buffer) - len(END)):
+            return None
+        count += objects.containers + len(objects.found)
+        head["objects"] = objects.found
+    return None if too_dense(length, count) else head

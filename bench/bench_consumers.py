@@ -1,6 +1,6 @@
 """Issue 29, item 5: the consumers (select, show, validate) on a map 10x vLLM's, in CPU seconds and peak RSS.
 
-    .venv/bin/python bench/bench_consumers.py [--scale 10] [--repeat 3] [--checkout DIR]
+    .venv/bin/python bench/bench_consumers.py [--scale 10] [--repeat 3] [--checkout DIR...]
 
 The map is bench_select's synthetic one, shaped like vLLM's and scaled: 450
 objects per unit of --scale, ~11 kernels each, ~1,000 header deps each drawn
@@ -12,9 +12,10 @@ them, each test launching 40 kernels. It is generated once into
 of 1% of the sources and a header three objects include, ``show`` and
 ``validate``; CPU is user + sys of that child (``os.wait4``), RSS its peak
 (``ru_maxrss``); medians of --repeat rounds, the rows interleaved.
-``--checkout DIR`` times the package under ``DIR/python`` instead (a copy of
-another commit, ``git archive <commit> python | tar -x -C DIR``), with the
-same interpreter: before and after on one machine.
+``--checkout DIR`` (repeatable) times the package under ``DIR/python`` too (a
+copy of another commit: ``git archive <commit> python | tar -x -C DIR``), with
+the same interpreter, in the same rounds: before and after on one machine, and
+their selections must agree.
 
 Before (issue 29's baseline: commit 93166e9, CPU seconds under a load average of 9 on 2 cores, Python 3.11):
 
@@ -57,7 +58,9 @@ PER_FILE = 5_000  # tests per JSON Lines file: one pytest run's recording
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # bytecode cached, as installed
 # The CLI of another copy of the package: the editable install's finder (first on sys.meta_path) set aside.
 OTHER = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'ScikitBuild' not in type(f).__name__]; "
-         "sys.path.insert(0, sys.argv.pop(1)); from kernel_symbol_map.cli import main; sys.exit(main())")
+         "where = sys.argv.pop(1); sys.path.insert(0, where); import kernel_symbol_map; "
+         "assert kernel_symbol_map.__file__.startswith(where), kernel_symbol_map.__file__; "
+         "from kernel_symbol_map.cli import main; sys.exit(main())")
 
 
 def inputs(scale: int) -> tuple[Path, Path, list[str]]:
@@ -108,34 +111,43 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=int, default=10, help="times vLLM's map (450 objects) and 5,000 tests")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--checkout", type=Path, help="time the package in DIR/python (another commit's copy)")
+    ap.add_argument("--checkout", type=Path, action="append", default=[],
+                    help="also time the package in DIR/python (another commit's copy), in the same rounds")
     args = ap.parse_args()
     path, recordings, changed = inputs(args.scale)
-    cli = [CLI] if args.checkout is None else [sys.executable, "-c", OTHER, str(args.checkout.resolve() / "python")]
-    rows = {
-        "select": [*cli, "select", "--map", str(path), "--recordings", str(recordings), "--source-root", str(ROOT),
+    clis = {"this checkout": [CLI], **{str(c): [sys.executable, "-c", OTHER, str(c.resolve() / "python")]
+                                       for c in args.checkout}}
+    rows = {(who, name): [*cli, *command] for who, cli in clis.items() for name, command in {
+        "select": ["select", "--map", str(path), "--recordings", str(recordings), "--source-root", str(ROOT),
                    "--json", "--changed", *changed],
-        "show": [*cli, "show", str(path)],
-        "validate": [*cli, "validate", str(path)],
-    }
-    figures: dict[str, list[tuple[float, float, int]]] = {name: [] for name in rows}
+        "show": ["show", str(path)],
+        "validate": ["validate", str(path)],
+    }.items()}
+    figures: dict[tuple[str, str], list[tuple[float, float, int]]] = {row: [] for row in rows}
     with tempfile.TemporaryDirectory() as scratch:
-        outs = {name: Path(scratch) / f"{name}.out" for name in rows}
-        for _ in range(args.repeat):
-            for name, command in rows.items():
-                figures[name].append(measure(command, outs[name]))
-        selection = json.loads(outs["select"].read_text())
-    print(f"{args.checkout or 'this checkout'}: scale {args.scale} ({OBJECTS * args.scale:,} objects, {OBJECTS * args.scale * KERNELS:,} kernels, "
+        outs = {row: Path(scratch) / f"{i}.out" for i, row in enumerate(rows)}
+        for _ in range(args.repeat):  # every row once a round: a load that comes and goes meets them all
+            for row, command in rows.items():
+                figures[row].append(measure(command, outs[row]))
+        selections = {who: json.loads(outs[(who, "select")].read_text()) for who in clis}
+    print(f"scale {args.scale} ({OBJECTS * args.scale:,} objects, {OBJECTS * args.scale * KERNELS:,} kernels, "
           f"{TESTS * args.scale:,} tests; map {path.stat().st_size / 2**20:.1f} MB gzipped); load average "
           f"{os.getloadavg()[0]:.2f}; medians of {args.repeat}")
-    print(f"  select: {len(changed)} files changed, {len(selection['skip']):,} of {len(selection['decisions']):,} "
-          f"tests skipped (fallback {selection['fallback']})")
-    cpu = {name: statistics.median(f[0] for f in found) for name, found in figures.items()}
-    for name, found in figures.items():
-        wall = statistics.median(f[1] for f in found)
-        peak = statistics.median(f[2] for f in found) / 2**20
-        ratio = f"   ({cpu[name] / cpu['show']:.1f}x show)" if name == "validate" else ""
-        print(f"  {name:9} {cpu[name]:5.2f} s CPU  {wall:5.2f} s wall  {peak:5.0f} MB{ratio}")
+    for who in clis:
+        selection = selections[who]
+        print(f"{who}: select skips {len(selection['skip']):,} of {len(selection['decisions']):,} tests "
+              f"({len(changed)} files changed, fallback {selection['fallback']})")
+        cpu = {name: statistics.median(f[0] for f in found) for (w, name), found in figures.items() if w == who}
+        for (w, name), found in figures.items():
+            if w != who:
+                continue
+            wall = statistics.median(f[1] for f in found)
+            peak = statistics.median(f[2] for f in found) / 2**20
+            ratio = f"   ({cpu[name] / cpu['show']:.1f}x show)" if name == "validate" else ""
+            print(f"  {name:9} {cpu[name]:5.2f} s CPU  {wall:5.2f} s wall  {peak:5.0f} MB{ratio}")
+    if len(clis) > 1 and len({json.dumps(s["decisions"]) for s in selections.values()}) > 1:
+        print("the selections differ")
+        return 1
     return 0
 
 

@@ -213,3 +213,11 @@ def documents(draw: st.DrawFn) -> tuple[bytes, int]:
 def test_the_plain_path_is_json_loads_or_nothing(drawn: tuple[bytes, int]) -> None:
     text, seed = drawn
     _agrees(text, random.Random(seed))
+
+
+def test_an_object_too_big_to_hold_twice_decodes_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plainjson, "MAX_PENDING", 1 << 10)
+    text = _layout(_map([_object(0, [f"include/h{i}.cuh" for i in range(100)]), _object(1, ["a.h"])]))
+    assert plainjson.decode_map([text]) is None
+    monkeypatch.undo()
+    assert _agrees(text) == json.loads(text)

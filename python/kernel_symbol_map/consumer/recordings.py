@@ -30,14 +30,14 @@ import sqlite3
 import string
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import regex
 
 from ..errors import RecordingError
-from ..mapformat import pyblocks
+from ..mapformat import plainjson, pyblocks
 
 _FOOTER = regex.compile(r"^# end records=(\d+) unique=(\d+) dropped=(\d+)$")
 _DROPPED = regex.compile(r"^# dropped=(\d+)$")
@@ -88,24 +88,42 @@ def expand(paths: Iterable[Path]) -> list[Path]:
 
 def read(paths: Iterable[Path], commit: str = "") -> list[Recording]:
     """Every recording in ``paths``; one test's records from several files are merged."""
-    return merge([r for path in paths for r in _read_one(path, commit)])
+    names = _Names()
+    with plainjson.bulk():
+        return merge([r for path in paths for r in _read_one(path, commit, names)])
 
 
 def read_each(paths: Iterable[Path], commit: str = "") -> tuple[list[Recording], list[Unreadable]]:
     """Like :func:`read`, but an unreadable file is set aside with the tests it names, not raised."""
     found: list[Recording] = []
     bad: list[Unreadable] = []
-    for path in paths:
-        try:
-            found += _read_one(path, commit)
-        except RecordingError as e:
-            bad.append(Unreadable(path, str(e), _tests_named(path)))
-    return merge(found), bad
+    names = _Names()
+    with plainjson.bulk():
+        for path in paths:
+            try:
+                found += _read_one(path, commit, names)
+            except RecordingError as e:
+                bad.append(Unreadable(path, str(e), _tests_named(path)))
+        return merge(found), bad
 
 
-def _read_one(path: Path, commit: str) -> list[Recording]:
+def _is_name(text: str) -> bool:
+    """What _bad_name takes: one name _NAME matches, of MAX_NAME characters at most."""
+    return len(text) <= MAX_NAME and _NAME.match(text) is not None
+
+
+@dataclass
+class _Names:
+    """The kernel names of one read, one ``str`` each (50,000 tests repeat 50,000 kernels 2 million times;
+    :mod:`.plainjson` interns a map's symbols too, so the two are one object), each checked once, when
+    first met."""
+
+    interned: plainjson.Interned = field(default_factory=lambda: plainjson.Interned(_is_name))
+
+
+def _read_one(path: Path, commit: str, names: _Names | None = None) -> list[Recording]:
     if path.suffix == ".jsonl":
-        return _jsonl(path, commit)
+        return _jsonl(path, commit, names or _Names())
     if path.suffix in (".sqlite", ".db"):
         return _nsys(path, commit)
     return [_text(path, commit)]
@@ -250,6 +268,8 @@ def _clean(text: str) -> bool:
     """Printable as UTF-8, and of a sane length: a name people and CI logs will read."""
     if len(text) > MAX_NAME or "\0" in text:
         return False
+    if text.isascii():  # O(1): no surrogate (a record's test, commit and reason, 50,000 times over)
+        return True
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate, from a JSON escape
@@ -264,15 +284,16 @@ def _count(digits: str, where: Callable[[int], str], at: int) -> int:
     return int(digits)
 
 
-def _jsonl(path: Path, default_commit: str) -> list[Recording]:
+def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
     found = []
-    interned: dict[str, str] = {}
+    coverage: dict[str, str] = {}
+    spelled = str(path)
     for number, raw in enumerate(_open(path), 1):
-        if not raw.strip():
+        if not raw or raw.isspace():
             continue
-        where = f"{path}:{number}"
+        where = f"{spelled}:{number}"
         try:
-            record = json.loads(raw)
+            record, named = _record(raw, names.interned)
         except RecursionError:
             raise RecordingError(f"{where}: JSON nested too deep to be a record") from None
         except ValueError as e:
@@ -280,11 +301,13 @@ def _jsonl(path: Path, default_commit: str) -> list[Recording]:
         if not isinstance(record, dict) or not isinstance(record.get("test"), str) or not _clean(record["test"]):
             raise RecordingError(f"{where}: a record needs a \"test\" name (a string with no NUL or lone surrogate)")
         kernels = record.get("kernels")
-        if not isinstance(kernels, list) or not set(map(type, kernels)) <= {str}:
-            raise RecordingError(f"{where}: \"kernels\" must be a list of strings")
-        bad = _bad_name(kernels)
-        if bad is not None:
-            raise RecordingError(f"{where}: not a mangled kernel name: {bad[:80]!r}")
+        if not named:  # as json.loads made them: each checked here (split ones were, each once, when first met)
+            if not isinstance(kernels, list) or not set(map(type, kernels)) <= {str}:
+                raise RecordingError(f"{where}: \"kernels\" must be a list of strings")
+            bad = _bad_name(kernels)
+            if bad is not None:
+                raise RecordingError(f"{where}: not a mangled kernel name: {bad[:80]!r}")
+            kernels = names.interned.intern(kernels)
         complete = record.get("complete")
         if not isinstance(complete, bool):
             raise RecordingError(f"{where}: \"complete\" must be true or false")
@@ -293,13 +316,35 @@ def _jsonl(path: Path, default_commit: str) -> list[Recording]:
             raise RecordingError(f"{where}: \"commit\" must be a string")
         reason = record.get("reason")
         why = reason if isinstance(reason, str) and _clean(reason) else "the recorder marked it incomplete"
-        python, python_why, copies = _python(record, where, interned)
+        python, python_why, copies = _python(record, where, coverage)
         rootdir = record.get("rootdir")
         if rootdir is not None and not (isinstance(rootdir, str) and _clean(rootdir) and rootdir):
             raise RecordingError(f"{where}: \"rootdir\" must be a folder name")
         found.append(Recording(record["test"], frozenset(kernels), complete, commit, where,
                                "" if complete else why, python, python_why, copies, rootdir))
     return found
+
+
+_KERNELS = '"kernels":['  # a record's one big array, split as a plain string array where it can be
+
+
+def _record(raw: str, interned: plainjson.Interned) -> tuple[Any, bool]:
+    """``json.loads(raw)``, and whether its kernels are checked names already: split (plainjson) where the
+    line escapes nothing and every name of the array is one ``interned`` takes (_NAME), one ``str`` each."""
+    at = raw.find(_KERNELS)
+    if at >= 0 and "\\" not in raw:  # no escape: no key spelled another way, no quote inside a name
+        bracket = at + len(_KERNELS) - 1
+        split = plainjson.array_at(raw, bracket, interned)
+        if split is not None:
+            rest = raw[: bracket + 1] + raw[split[1] - 1 :]  # "kernels":[] in the array's place
+            try:
+                record = json.loads(rest) if rest.count('"kernels"') == 1 else None
+            except (ValueError, RecursionError):
+                record = None  # json.loads(raw) says why
+            if type(record) is dict and type(record.get("kernels")) is list and not record["kernels"]:
+                record["kernels"] = split[0]
+                return record, True
+    return json.loads(raw), False
 
 
 def _python(record: dict[str, Any], where: str,

@@ -34,7 +34,7 @@ import regex
 
 from .._graph import reachable
 from ..errors import KernelSymbolMapError
-from ..mapformat import is_full_sha
+from ..mapformat import is_full_sha, plainjson
 from . import emitted
 from .kernelmap import KernelMap, Link, Reach
 from .perfile import PerFile, Verdict
@@ -179,6 +179,12 @@ def select(
         options = Options(rules=rules)
     elif rules is not None:
         options = dataclasses.replace(options, rules=rules)
+    with plainjson.bulk():  # a decision per test, none of them a cycle
+        return _select(maps, recordings, changed, options, unreadable, base)
+
+
+def _select(maps: KernelMap | Sequence[KernelMap] | None, recordings: list[Recording], changed: Sequence[str],
+            options: Options, unreadable: Sequence[Unreadable], base: Sequence[KernelMap] | None) -> Selection:
     rules = options.rules
     kmaps = [] if maps is None else [maps] if isinstance(maps, KernelMap) else list(maps)
     tests = all_tests(recordings, unreadable, rules)
@@ -252,8 +258,9 @@ def _by_sources(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[R
     """Source mode: each changed file reaches the kernels of every object compiled from it."""
     files = [_combine(path, _with_generated(kmaps, path, reaches)) for path, *reaches in
              zip(changed, *(m.reach(*changed, canonical=options.canonical) for m in kmaps), strict=True)]
-    verdicts = {r.path: Verdict(r.path, "map", r.explain(), {t.test: "" for t in recordings if t.kernels & r.symbols})
-                for r in files if r.clearable}
+    launched = _tests_launching(recordings, [r.symbols for r in files if r.clearable])
+    verdicts = {r.path: Verdict(r.path, "map", r.explain(), tests)
+                for r, tests in zip([r for r in files if r.clearable], launched, strict=True)}
     undecided = _decide_others([r for r in files if not r.clearable], verdicts, tests, recordings, options, kmaps)
     if undecided:
         return _with_verdicts(fallback(*_everything_for(undecided), files), verdicts)
@@ -266,6 +273,24 @@ def _by_sources(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[R
     decisions = _decisions(kmaps, tests, recordings, unreadable, options, reached, widened, _named(verdicts),
                            _rules_only(verdicts))
     return Selection(decisions, files=files, changed=list(changed), verdicts=verdicts)
+
+
+def _tests_launching(recordings: Sequence[Recording], reaches: Sequence[frozenset[str]]) -> list[dict[str, str]]:
+    """For each set of kernels in ``reaches``, the tests whose recordings launched any of them (test -> "", in
+    the recordings' order): one pass, each recording met with the union of all of them (C-speed), and only
+    a recording that launched some reached kernel looked at again."""
+    found: list[dict[str, str]] = [{} for _ in reaches]
+    owners: dict[str, list[int]] = {}  # kernel -> the reaches holding it
+    for i, kernels in enumerate(reaches):
+        for k in kernels:
+            owners.setdefault(k, []).append(i)
+    reached = frozenset(owners)
+    for r in recordings:
+        hit = reached.intersection(r.kernels)
+        if hit:
+            for i in sorted({i for k in hit for i in owners[k]}):
+                found[i][r.test] = ""
+    return found
 
 
 def _decide_others(blocking: list[Reach], verdicts: dict[str, Verdict], tests: list[str],
@@ -374,10 +399,14 @@ def _decisions(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Re
                       for u in m.document.get("unmapped_targets", [])})
     unmapped = f" (kernels of {', '.join(outside)}, built outside CMake's compile model, are in no map)" \
         if outside else ""
+    reached_kernels = frozenset(reached)
+    # The kernels some recording launched that no map knows, found once: a test's own are then those of its
+    # kernels among them (none, most often), not a lookup of each in the maps' tens of thousands.
+    unknown_anywhere = frozenset().union(*(r.kernels for r in recordings)) - known
     decisions = []
     for test in tests:
         rec = by_test.get(test)
-        launched = sorted(k for k in rec.kernels if k in reached) if rec else []
+        launched = sorted(reached_kernels.intersection(rec.kernels)) if rec else []
         if launched:
             decisions.append(Decision(test, True, "launched", f"launched {len(launched)} reached kernels, "
                                       f"e.g. {launched[0]} ({reached[launched[0]]})"))
@@ -395,7 +424,8 @@ def _decisions(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Re
         elif rec.commit != commit or not rec.commit:
             decisions.append(Decision(test, True, COMMIT_MISMATCH,
                                       f"recorded at {rec.commit or '(unknown)'}, the map is of {commit}"))
-        elif unknown := sorted(k for k in rec.kernels - known if not any(p.fullmatch(k) for p in external)):
+        elif unknown := sorted(k for k in unknown_anywhere.intersection(rec.kernels)
+                               if not any(p.fullmatch(k) for p in external)):
             decisions.append(Decision(test, True, UNKNOWN_KERNEL, f"it launched {len(unknown)} kernels no map "
                                       f"knows, e.g. {unknown[0]}{unmapped}", tuple(unknown)))
         elif hit := sorted(rec.kernels & widened):

@@ -341,6 +341,11 @@ def decode_bytes(raw: bytes, where: str) -> Any:
     (:mod:`.plainjson`: the same document, a tenth of the memory); any other
     text, and any text these rules refuse, is decoded whole below, which says why.
     """
+    with plainjson.bulk():
+        return _decode_bytes(raw, where)
+
+
+def _decode_bytes(raw: bytes, where: str) -> Any:
     limit = min(MAX_JSON, MAX_RATIO * len(raw) + (1 << 20))
     document = plainjson.decode_map(_inflated(raw, where, limit))
     if document is not None:
@@ -390,12 +395,13 @@ def _inflated(raw: bytes, where: str, limit: int) -> Iterator[bytes]:
                 data = view[at : at + INFLATE_IN]
                 at += len(data)
                 while data and not inflate.eof:
-                    piece = inflate.decompress(data, INFLATE_OUT)
-                    total += len(piece)
+                    text = b""
+                    text += inflate.decompress(data, INFLATE_OUT)  # b"" + piece is the piece: no copy
+                    total += len(text)
                     if total > limit:
                         raise too_big
-                    if piece:
-                        yield piece
+                    if text:
+                        yield text
                     data = inflate.unconsumed_tail
             if not inflate.eof:
                 raise zlib.error("truncated")

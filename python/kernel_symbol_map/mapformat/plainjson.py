@@ -13,9 +13,12 @@ ran, and bad input gets the plain path's message.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, AnyStr
 
 # The layout the map decoder takes, as mapformat.encode writes it (compact, ASCII, the objects last):
@@ -26,10 +29,33 @@ SEPARATOR = b"},{"  # between two objects; inside a string it only makes a fragm
 END = b"}]}"  # the last object's close, the list's and the document's
 DEPS_KEY = b'"deps"'  # an object's one big array: split; the rest of the object is json.loads's
 MIN_CONTAINER_BYTES = 16  # mapformat's bound: JSON bytes per '{' or '[' at least
+# Bytes of one object (or of the head) held while it arrives: a vLLM object is ~70 KB. Past this the map
+# decodes whole, so that a bomb costs what the whole path's bound lets it (the pending text is copied as
+# it grows), and nothing here holds more.
+MAX_PENDING = 4 << 20
 # What a piece of a split array may not hold: a quote (then it was not split at its strings' ends), a
 # backslash (an escape: json.loads undoes it) or a control character (json.loads refuses it).
 _NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
 _NOT_PLAIN_TEXT = re.compile(r'["\\\x00-\x1f]')
+
+
+@contextmanager
+def bulk() -> Iterator[None]:
+    """Python's cyclic garbage collector held off while many acyclic containers are built.
+
+    Reading a map 10x vLLM's and 50,000 recorded tests, and deciding each
+    test, makes some 300,000 dicts, lists, frozensets and records that live
+    on; each time the collector counts 700 new ones it may walk them all
+    again: a third of a ``select``. None of them is a cycle, so holding the
+    collector off frees nothing later; it is on again after, as it was.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class _NotPlain(Exception):
@@ -40,6 +66,10 @@ class _Strings(dict):  # type: ignore[type-arg]
     """Piece -> its ``str``: a miss (a new piece) is checked and added by ``__missing__``, so that a lookup of
     every piece stays one C-speed ``map`` (a vLLM object's deps are its source and ~1,000 shared headers)."""
 
+    def __init__(self, accept: Callable[[str], bool] | None) -> None:
+        super().__init__()
+        self.accept = accept
+
     def __missing__(self, piece: bytes | str) -> str:
         if isinstance(piece, bytes):
             if _NOT_PLAIN.search(piece) or not piece.isascii():
@@ -49,18 +79,35 @@ class _Strings(dict):  # type: ignore[type-arg]
             raise _NotPlain
         else:
             text = piece
-        self[piece] = text
+        if self.accept is not None and not self.accept(text):
+            raise _NotPlain
+        # sys.intern: a recording's kernel and the map's symbol are then one object, and sets of them
+        # compare by identity (select meets 2 million recorded kernels with the map's)
+        self[piece] = text = sys.intern(text)
         return text
 
 
 class Interned:
     """The strings of plain string arrays, one ``str`` per distinct one (a map's paths, a recording's kernels).
 
-    A piece is checked once, when first seen: every later one is a dictionary hit.
+    A piece is checked once, when first seen: every later one is a dictionary hit. ``accept``, when given,
+    is a further check of each (a recording's kernel names): a string it refuses is never split.
     """
 
-    def __init__(self) -> None:
-        self.strings = _Strings()
+    def __init__(self, accept: Callable[[str], bool] | None = None) -> None:
+        self.strings = _Strings(accept)
+
+    def intern(self, strings: list[Any]) -> list[Any]:
+        """``strings`` (as json.loads made them) with each plain string the table's one."""
+        found = []
+        for text in strings:
+            if type(text) is str:
+                try:
+                    text = self.strings[text]
+                except _NotPlain:
+                    pass
+            found.append(text)
+        return found
 
     def split(self, inner: AnyStr) -> list[str] | None:
         """What json.loads makes of ``["`` + ``inner`` + ``"]``, or None when that is not a plain string array."""
@@ -150,6 +197,9 @@ class _Objects:
         if type(found) is not dict or type(found.get("deps")) is not list or found["deps"]:
             return None  # the one '"deps"' was not this object's key: json.loads decides
         found["deps"] = deps
+        symbols = found.get("symbols")
+        if type(symbols) is list and set(map(type, symbols)) <= {str}:  # one object with the recordings' names
+            found["symbols"] = list(map(sys.intern, symbols))
         self.containers += containers(rest) - 1 + containers(text[bracket + 2 : end - 2])  # less the '{' added
         return found
 
@@ -178,7 +228,11 @@ def decode_map(pieces: Iterable[bytes]) -> dict[str, Any] | None:
             return None
         length += len(piece)
         buffer += piece
+        if len(buffer) > MAX_PENDING:
+            return None  # an object (or a head) too big to hold twice
         if head is None:
+            if len(buffer) >= 2 and not buffer.startswith(b'{"'):
+                return None  # not as encode's text starts: with its first key (spaces, a list, a bomb)
             at = buffer.find(OBJECTS)
             if at < 0:
                 continue

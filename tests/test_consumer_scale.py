@@ -221,3 +221,121 @@ def test_an_object_too_big_to_hold_twice_decodes_whole(monkeypatch: pytest.Monke
     assert plainjson.decode_map([text]) is None
     monkeypatch.undo()
     assert _agrees(text) == json.loads(text)
+
+
+# validate: the schema walked with each object's string lists empty where it holds nothing against them
+def _schema_walk(document: Any) -> list[str]:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(mapformat.schema())
+    return [f"/{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(document)]
+
+
+SCHEMA_CASES = {
+    "valid": {},
+    "a number in deps": {"deps": ["a.h", 1]},
+    "null in deps": {"deps": [None]},
+    "an empty kernel name": {"symbols": ["", "_Z1kv"]},
+    "a number for a kernel": {"symbols": [1]},
+    "a number in archs": {"archs": [2]},
+    "a list in unity_sources": {"unity_sources": ["a.cu", ["b.cu"]]},
+    "deps not a list": {"deps": "a.h"},
+    "an error in a complete map": {"error": "x"},  # its message quotes the whole object
+    "negative sizes": {"sizes": {"sm_90": {"image": -1, "stored": 1}}},
+    "another deps_from": {"deps_from": "guess"},
+}
+
+
+@pytest.mark.parametrize("change", SCHEMA_CASES.values(), ids=SCHEMA_CASES.keys())
+def test_the_schema_check_is_the_whole_walks(change: dict[str, Any]) -> None:
+    doc = _map([_object(0, ["a.h", "b.h"], archs=["sm_90"]), {**_object(1, ["a.h"]), **change}])
+    assert mapformat.schema_problems(doc) == _schema_walk(doc)
+    for other in ([], None, "x", {"objects": "x"}, {**doc, "incomplete": True}, {**doc, "objects": [[1], *doc["objects"]]}):
+        assert mapformat.schema_problems(other) == _schema_walk(other)
+
+
+# recordings: a JSON Lines record's kernels split where plain, each name checked once, or as json.loads made them
+RECORDS = {
+    "plain": [{"test": "t::a", "kernels": ["_Z1av", "_Z1bv"], "complete": True, "commit": SHA}],
+    "a name twice, in two records": [{"test": "t::a", "kernels": ["_Z1av"], "complete": True},
+                                     {"test": "t::b", "kernels": ["_Z1av", "_Z1cv"], "complete": False}],
+    "no kernels": [{"test": "t::a", "kernels": [], "complete": True}],
+    "a space in a name": [{"test": "t::a", "kernels": ["_Z1av"], "complete": True},
+                          {"test": "t::b", "kernels": ["_Z1a v"], "complete": True}],
+    "an empty name": [{"test": "t::a", "kernels": ["", "_Z1av"], "complete": True}],
+    "a demangled name": [{"test": "t::a", "kernels": ["k(int)"], "complete": True}],
+    "a name too long": [{"test": "t::a", "kernels": ["_Z" + "a" * 70000], "complete": True}],
+    "a name not ASCII": [{"test": "t::a", "kernels": ["_Z1\u00e9v"], "complete": True}],
+    "an escape in the test": [{"test": "t::a[\"x\"]", "kernels": ["_Z1av"], "complete": True}],
+    "kernels twice": [{"test": "t::a", "kernels": ["_Z1av"], "complete": True, "x": {"kernels": []}}],
+    "a number for a kernel": [{"test": "t::a", "kernels": ["_Z1av", 3], "complete": True}],
+    "kernels not a list": [{"test": "t::a", "kernels": "_Z1av", "complete": True}],
+    "a bad name, then a bad record": [{"test": "t::a", "kernels": ["(x)"], "complete": True}, {"test": 3}],
+    "a bad record, then a bad name": [{"test": "t::a", "kernels": ["_Z1av"]}, {"test": "t::b", "kernels": ["(x)"]}],
+    "complete missing after a good name": [{"test": "t::a", "kernels": ["_Z1av"]}],
+}
+
+
+def _read(path: Any) -> Any:
+    from kernel_symbol_map.consumer.recordings import read
+    from kernel_symbol_map.errors import RecordingError
+
+    try:
+        return read([path])
+    except RecordingError as e:
+        return str(e)
+
+
+@pytest.mark.parametrize("records", RECORDS.values(), ids=RECORDS.keys())
+def test_a_recordings_split_kernels_read_as_json_loads_reads_them(records: list[dict[str, Any]], tmp_path: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernel_symbol_map.consumer import recordings
+
+    path = tmp_path / "r.jsonl"
+    lines = [json.dumps(r, separators=(",", ":")) for r in records]
+    path.write_text("\n".join(lines + [lines[0].replace('"kernels":[', '"kernels": [')]) + "\n")  # and a spaced one
+    fast = _read(path)
+    with monkeypatch.context() as m:
+        m.setattr(recordings, "_record", lambda raw, interned: (json.loads(raw), False))  # json.loads, checked each
+        assert _read(path) == fast
+
+
+def test_names_in_many_records_are_one_string(tmp_path: Any) -> None:
+    from kernel_symbol_map.consumer.recordings import read
+
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps({"test": f"t::{i}", "kernels": ["_Z1av", f"_Z{i}bv"], "complete": True},
+                                       separators=(",", ":")) + "\n" for i in range(3)))
+    a, b, _ = read([path])
+    assert next(k for k in a.kernels if k == "_Z1av") is next(k for k in b.kernels if k == "_Z1av")
+
+
+# Canonical: realpath, its folder resolved once per folder
+def test_canonical_is_realpath_whatever_the_links(tmp_path: Any) -> None:
+    import os
+
+    from kernel_symbol_map.consumer.canonical import Canonical
+    from kernel_symbol_map.mapformat import relpath, unspell
+
+    real = tmp_path / "real"
+    (real / "include" / "sub").mkdir(parents=True)
+    (real / "include" / "h.cuh").write_text("")
+    (real / "afile").write_text("")
+    os.symlink("real", tmp_path / "root")
+    root = tmp_path / "root"
+    for link, target in {"inc": "include", "include/alias.cuh": "h.cuh", "include/sub/up.cuh": "../h.cuh",
+                         "loop1": "loop2", "loop2": "loop1", "dangling.h": "/nonexistent/x"}.items():
+        os.symlink(target, root / link)
+    build = tmp_path / "build"
+
+    def realpath(path: str) -> str:  # what Canonical computed before (issue 29): realpath of each path whole
+        unmarked = unspell(path, [str(build)])
+        absolute = unmarked if os.path.isabs(unmarked) else os.path.join(os.path.abspath(root), unmarked)
+        return relpath(os.path.realpath(absolute), os.path.realpath(root))
+
+    canonical = Canonical(root, [build])
+    paths = ["include/h.cuh", "inc/h.cuh", "include/alias.cuh", "inc/alias.cuh", "include/sub/up.cuh",
+             "inc/sub/../h.cuh", "inc/../inc/sub/x.cuh", "loop1", "loop1/x.h", "dangling.h", "afile/x.h",
+             "missing/x.h", "/usr/include/stdio.h", str(root / "inc" / "h.cuh"), "include/", ".", "..", "inc/..",
+             "./include/h.cuh", "include//h.cuh", "$BUILD/gen.h", "$BUILD1/x.h"]
+    assert {p: canonical(p) for p in paths} == {p: realpath(p) for p in paths}

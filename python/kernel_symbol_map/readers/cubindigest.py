@@ -31,12 +31,11 @@ each code) on nvcc 13.0 cubins, whole-program, ``-rdc`` and device-linked.
 
 from __future__ import annotations
 
-import bisect
+from bisect import bisect_left
 import hashlib
 import pickle
 import struct
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from .._graph import reachable
 from ._digest import DIGEST_BYTES
@@ -54,7 +53,6 @@ from .elf import (
     STT_FUNC,
     STT_SECTION,
     ElfFile,
-    Symbol,
 )
 
 MODULE = ""  # the node of what no function owns
@@ -79,6 +77,10 @@ CIE_IDS = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
 
 
 _blake2b, _dumps = hashlib.blake2b, pickle.dumps  # bound once: tens of thousands of facts per cubin
+# Facts are pickled, and pickle writes a second reference to an object it has written, not a second copy: so
+# which fields are one object is in the digest. Every field is made as it always was: a name looked up by
+# index is one object per index (a symbol's, a section's), while a section symbol's "[<section>]", a
+# symbol's section name in `_symbols` and a one-byte section's contents are made anew at each use.
 
 
 def _part(*fields: bytes | str | int) -> bytes:
@@ -110,10 +112,8 @@ class _Graph:
                 self.edges.setdefault(node, set()).add(to)
 
     def digest(self, node: str) -> bytes:
-        h = hashlib.blake2b(digest_size=16)
-        for fact in sorted(self.facts.get(node, ())):
-            h.update(fact)
-        return h.digest()
+        """The node's sorted facts, digested (one update of them all: what an update of each gives)."""
+        return _blake2b(b"".join(sorted(self.facts.get(node, ()))), digest_size=16).digest()
 
 
 class _Cubin:
@@ -121,33 +121,35 @@ class _Cubin:
 
     def __init__(self, elf: ElfFile) -> None:
         self.elf = elf
-        self.headers = elf.all_headers()
-        self.names = [h.name.decode(errors="replace") for h in self.headers]
+        self.headers = headers = elf.header_list()
+        self.names = [h.name.decode(errors="replace") for h in headers]
         self.raw = elf.blob.read(0, elf.blob.size, "cubin")  # sliced per section: one read, not one per section
         table = elf.symbol_table(SHT_SYMTAB)
         self.symtab = table.index if table else -1
         self.strtab = table.link if table else -1
-        self.symbols: list[Symbol] = list(elf.iter_symbols(table)) if table else []
-        self._limit = min(len(self.headers), SHN_LORESERVE)
-        self.functions = {s.name: s for s in self.symbols if s.type == STT_FUNC and self._defined(s)}
-        self.kernels = sorted(n for n, s in self.functions.items() if s.other & STO_CUDA_ENTRY)
-        namer = Namer({n.encode(): n for n in self.functions})
-        self.section_owner = [namer.owner(h.name)[1] or MODULE for h in self.headers]
-        # By symbol index, computed once: what symbol_name and function_at answer (thousands of calls a cubin).
-        functions = self.functions
-        # A section symbol's name is made at each call, as it always was: the facts are pickled, and pickle
-        # writes a second reference to one object, not a second equal string, so identity is in the digest.
-        self._symbol_names = [None if s.type == STT_SECTION else s.name for s in self.symbols]
-        self._function_of = [s.name if s.type == STT_FUNC and functions.get(s.name) is s else None
-                             for s in self.symbols]
-
-    def _defined(self, s: Symbol) -> bool:
-        return s.shndx != SHN_UNDEF and s.shndx < self._limit
+        # By symbol index: (st_name, st_info, st_other, st_shndx, st_value, st_size), and the name.
+        rows, names = elf.symbol_rows(table) if table else ([], [])
+        self.rows, self.symbol_names = rows, names
+        self._limit = limit = min(len(headers), SHN_LORESERVE)
+        # Defined functions, by name: the index of the last symbol of that name.
+        self.functions = functions = {names[i]: i for i, r in enumerate(rows)
+                                      if r[1] & 0xF == STT_FUNC and r[3] != SHN_UNDEF and r[3] < limit}
+        self.kernels = sorted(n for n, i in functions.items() if rows[i][2] & STO_CUDA_ENTRY)
+        namer = Namer({n.encode(): n for n in functions})
+        self.section_owner = owner = [f or MODULE for f in namer.owners([h.name for h in headers])]
+        # By symbol index, computed once: what symbol_name, function_at and node_at answer (thousands of calls
+        # a cubin); a section symbol's name is None here, made at each call.
+        self._symbol_names = [None if r[1] & 0xF == STT_SECTION else n for r, n in zip(rows, names)]
+        self._function_of: list[str | None] = [None] * len(rows)
+        self._node_at: list[str | None] = [None] * len(rows)
+        for i in functions.values():
+            self._function_of[i] = names[i]
+            self._node_at[i] = owner[rows[i][3]]
 
     def node_of(self, function: str) -> str:
         """A function's node: the function its section is named for (nvcc clones callees into a kernel's
         ``.text``), or MODULE when its code is in a section no function owns."""
-        return self.section_owner[self.functions[function].shndx]
+        return self.section_owner[self.rows[self.functions[function]][3]]
 
     def section_name(self, index: int) -> str:
         return self.names[index] if 0 <= index < len(self.names) else f"#{index}"
@@ -157,19 +159,22 @@ class _Cubin:
         if not 0 <= index < len(self._symbol_names):
             return f"#{index}"
         name = self._symbol_names[index]
-        return f"[{self.section_name(self.symbols[index].shndx)}]" if name is None else name
+        return f"[{self.section_name(self.rows[index][3])}]" if name is None else name
 
     def function_at(self, index: int) -> str | None:
         """The defined function symbol ``index`` names, if it names one."""
         return self._function_of[index] if 0 <= index < len(self._function_of) else None
 
+    def node_at(self, index: int) -> str | None:
+        """``node_of(function_at(index))``, or None where ``index`` names no defined function."""
+        return self._node_at[index] if 0 <= index < len(self._node_at) else None
+
     def data(self, index: int) -> bytes:
         h = self.headers[index]
         if h.type == SHT_NOBITS:
             return b""
-        if h.offset + h.size > len(self.raw):  # a size is a claim: the blob's own check names it
-            self.elf.blob.check(h.offset, h.size, f"section {self.section_name(index)}")
-        if h.size == 1:  # a fresh object, as a read gives, not the one-byte singleton a slice gives
+        if h.offset + h.size > len(self.raw) or h.size == 1:  # a size is a claim: the blob's own check names
+            # it; one byte: a read's fresh object, not the singleton a slice gives (see _dumps)
             return self.elf.blob.read(h.offset, h.size, f"section {self.section_name(index)}")
         return self.raw[h.offset : h.offset + h.size]
 
@@ -182,8 +187,10 @@ def kernel_digests(elf: ElfFile) -> dict[str, str]:
     graph = _Graph()
     graph.add(MODULE, "elf", elf.ident, elf.type, elf.machine, elf.flags)
     relocations: dict[int, list[int]] = {}  # target section -> its relocation sections
+    skipped = (0, cubin.symtab, cubin.strtab, elf.names_index)
+    owners, info_prefix = cubin.section_owner, NV_INFO + b"."
     for i, h in enumerate(cubin.headers):
-        if i == 0 or i in (cubin.symtab, cubin.strtab, elf.names_index):
+        if i in skipped:
             continue
         if h.type in (SHT_REL, SHT_RELA):
             relocations.setdefault(h.info, []).append(i)
@@ -192,8 +199,8 @@ def kernel_digests(elf: ElfFile) -> dict[str, str]:
             continue
         if h.name == DEBUG_FRAME:
             continue  # with its relocations, below
-        owner = cubin.section_owner[i]
-        if h.name == NV_INFO or h.name.startswith(NV_INFO + b"."):
+        owner = owners[i]
+        if h.name == NV_INFO or h.name.startswith(info_prefix):
             _info(cubin, graph, i, owner)
         elif h.name == CALLGRAPH:
             _callgraph(cubin, graph, i)
@@ -201,15 +208,16 @@ def kernel_digests(elf: ElfFile) -> dict[str, str]:
             registers = h.info >> 24 if h.flags & SHF_EXECINSTR else 0  # nvcc: sh_info = regs << 24 | symbol
             contents = b"" if h.type == SHT_NOBITS else cubin.data(i)
             graph.add(owner, "section", h.name, h.type, h.flags, h.addralign, h.entsize, registers, h.size, contents)
+    count = len(cubin.headers)
     for target, sections in relocations.items():
-        debug = 0 <= target < len(cubin.headers) and cubin.headers[target].name.startswith(DEBUG_PREFIXES)
+        debug = 0 <= target < count and cubin.headers[target].name.startswith(DEBUG_PREFIXES)
         if debug and cubin.headers[target].name != DEBUG_FRAME:
             continue  # relocations of left-out debug information
-        if 0 <= target < len(cubin.headers) and cubin.headers[target].name == DEBUG_FRAME:
+        if debug:
             _debug_frame(cubin, graph, target, sections)
         else:
             for r in sections:
-                _relocations(cubin, graph, r, cubin.section_owner[target] if 0 <= target < len(cubin.headers) else MODULE)
+                _relocations(cubin, graph, r, owners[target] if 0 <= target < count else MODULE)
     frames = [i for i, h in enumerate(cubin.headers) if h.name == DEBUG_FRAME and i not in relocations]
     for i in frames:  # a .debug_frame without relocations names no function: the module's
         graph.add(MODULE, "section", DEBUG_FRAME, cubin.data(i))
@@ -223,32 +231,53 @@ def _info(cubin: _Cubin, graph: _Graph, index: int, owner: str) -> None:
     that name no symbol are digested as they are, together."""
     data = cubin.data(index)
     name = cubin.headers[index].name
-    plain = bytearray()  # the owner's records that name no symbol, in order
+    plain = []  # the owner's records that name no symbol, in order, as runs of records
     named: dict[str, list[tuple[object, ...]]] = {}  # node -> its records that name symbols, in order
-    at, size, unpack = 0, len(data), InfoHead.unpack_from
-    while at + InfoHead.size <= size:
-        fmt, attr, value = unpack(data, at)
-        sval = fmt == EIFMT_SVAL
-        end = at + InfoHead.size + (value if sval else 0)
+    names, nodes, symbol_name = cubin._symbol_names, cubin._node_at, cubin.symbol_name
+    symbols, module = len(names), owner == MODULE
+    at, run, size = 0, 0, len(data)
+    while at + 4 <= size:  # InfoHead, read a byte at a time: cheaper than an unpack per record
+        if data[at] != EIFMT_SVAL:
+            at += 4  # a u16 value: no symbol
+            continue
+        value = data[at + 2] | data[at + 3] << 8
+        end = at + 4 + value
         if end > size:
             break
-        if sval and attr == EIATTR_EXTERNS and value % 4 == 0:
+        attr = data[at + 1]
+        if attr == EIATTR_EXTERNS and value % 4 == 0:
+            if run < at:
+                plain.append(data[run:at])
+            run = end
             named.setdefault(owner, []).append(
-                (attr, *(cubin.symbol_name(i) for (i,) in U32.iter_unpack(data[at + InfoHead.size : end]))))
-        elif sval and attr in FIRST_IS_SYMBOL and value >= 4:
-            (symbol,) = U32.unpack_from(data, at + InfoHead.size)
-            function = cubin.function_at(symbol)
-            node = cubin.node_of(function) if owner == MODULE and function is not None else owner
-            named.setdefault(node, []).append((attr, cubin.symbol_name(symbol), data[at + InfoHead.size + 4 : end]))
-        else:
-            plain += data[at:end]
+                (attr, *(symbol_name(i) for (i,) in U32.iter_unpack(data[at + 4 : end]))))
+        elif value >= 4 and attr in FIRST_IS_SYMBOL:
+            if run < at:
+                plain.append(data[run:at])
+            run = end
+            symbol = data[at + 4] | data[at + 5] << 8 | data[at + 6] << 16 | data[at + 7] << 24
+            node = owner
+            if symbol < symbols:
+                text = names[symbol]
+                if text is None:
+                    text = symbol_name(symbol)
+                if module and nodes[symbol] is not None:
+                    node = nodes[symbol]
+            else:
+                text = f"#{symbol}"
+            facts = named.get(node)
+            if facts is None:
+                facts = named[node] = []
+            facts.append((attr, text, data[at + 8 : end]))
         at = end
     if at != size:  # not the layout we know: kept whole, where it is
         graph.add(owner, "info", name, data)
         return
-    graph.add(owner, "info", name, bytes(plain))
+    if run < at:
+        plain.append(data[run:at])
+    graph.add(owner, "info", name, b"".join(plain))
     for node, facts in named.items():
-        graph.add(node, "info-named", name, pickle.dumps(facts, protocol=5))
+        graph.add(node, "info-named", name, _dumps(facts, protocol=5))
 
 
 def _callgraph(cubin: _Cubin, graph: _Graph, index: int) -> None:
@@ -263,21 +292,21 @@ def _callgraph(cubin: _Cubin, graph: _Graph, index: int) -> None:
         if function is None:
             graph.add(MODULE, "callgraph", cubin.symbol_name(caller) if caller else 0, callee)
             continue
-        node = cubin.node_of(function)
-        target = cubin.function_at(callee)
+        node = cubin.node_at(caller)
+        target = cubin.node_at(callee)
         graph.add(node, "call", function, cubin.symbol_name(callee))
         if target is not None:
-            graph.edge(node, cubin.node_of(target))
+            graph.edge(node, target)
         elif not _undefined_function(cubin, callee):
             graph.unknown_call = True  # an indirect call: its target is any function whose address is taken
 
 
 def _undefined_function(cubin: _Cubin, index: int) -> bool:
     """An external function (``vprintf``, another object's under ``-rdc``): called by its name."""
-    if not 0 <= index < len(cubin.symbols):
+    if not 0 <= index < len(cubin.rows):
         return False
-    s = cubin.symbols[index]
-    return s.type == STT_FUNC and s.shndx == SHN_UNDEF
+    row = cubin.rows[index]
+    return row[1] & 0xF == STT_FUNC and row[3] == SHN_UNDEF
 
 
 def _relocations(cubin: _Cubin, graph: _Graph, index: int, node: str) -> None:
@@ -285,9 +314,9 @@ def _relocations(cubin: _Cubin, graph: _Graph, index: int, node: str) -> None:
     target = cubin.section_name(cubin.headers[index].info)
     for r in cubin.elf.relocations(cubin.elf.section_at(index)):
         graph.add(node, "reloc", target, r.offset, r.type, cubin.symbol_name(r.symbol), r.addend)
-        function = cubin.function_at(r.symbol)
-        if function is not None:
-            graph.edge(node, cubin.node_of(function))
+        to = cubin.node_at(r.symbol)
+        if to is not None:
+            graph.edge(node, to)
 
 
 def _debug_frame(cubin: _Cubin, graph: _Graph, index: int, relocation_sections: list[int]) -> None:
@@ -304,41 +333,59 @@ def _debug_frame(cubin: _Cubin, graph: _Graph, index: int, relocation_sections: 
     cies = {start: data[start:end] for start, end, _id_at, _id_size, is_cie in records if is_cie}
     relocs.sort()
     offsets = [r.offset for r in relocs]
+    names, nodes, symbol_name, symbols = cubin._symbol_names, cubin._node_at, cubin.symbol_name, len(cubin.rows)
     for start, end, id_at, id_size, is_cie in records:
-        inside = relocs[bisect.bisect_left(offsets, start) : bisect.bisect_left(offsets, end)]
-        functions = {f for r in inside if (f := cubin.function_at(r.symbol)) is not None}
-        nodes = {cubin.node_of(f) for f in functions}
-        node = nodes.pop() if len(nodes) == 1 else MODULE
-        body = data[start:end]
-        if not is_cie:  # the CIE pointer is an offset in the section: its CIE's bytes instead
+        inside = relocs[bisect_left(offsets, start) : bisect_left(offsets, end)] if relocs else relocs
+        if is_cie and not inside:
+            continue  # a CIE is in the digest of every FDE that points to it
+        node = MODULE  # unless they name functions of one node
+        if len(inside) == 1:
+            symbol = inside[0].symbol
+            if symbol < symbols and nodes[symbol] is not None:
+                node = nodes[symbol]
+        elif inside:
+            found = {n for r in inside if r.symbol < symbols and (n := nodes[r.symbol]) is not None}
+            if len(found) == 1:
+                node = found.pop()
+        if is_cie:
+            body = data[start:end]
+        else:  # the CIE pointer is an offset in the section: its CIE's bytes instead
             pointer = int.from_bytes(data[id_at : id_at + id_size], "little")
             body = data[start:id_at] + cies.get(pointer, data[id_at : id_at + id_size]) + data[id_at + id_size : end]
-        elif not inside:
-            continue  # a CIE is in the digest of every FDE that points to it
-        graph.add(node, "frame", body, *(_part(r.offset - start, r.type, cubin.symbol_name(r.symbol), r.addend)
-                                         for r in inside))
+        parts = []
+        for offset, kind, symbol, addend in inside:  # _part, inlined
+            text = names[symbol] if symbol < symbols else None
+            parts.append(_blake2b(_dumps((offset - start, kind, symbol_name(symbol) if text is None else text,
+                                          addend), protocol=5), digest_size=16).digest())
+        graph.add(node, "frame", body, *parts)
 
 
 def _frame_records(data: bytes) -> list[tuple[int, int, int, int, bool]] | None:
     """``(start, end, where the CIE id or pointer is, its size, is a CIE)`` of each record; None if one
     runs past the section."""
     records = []
-    at = 0
-    while at < len(data):
-        if at + U32.size > len(data):
+    at, size, unpack32, unpack64 = 0, len(data), U32.unpack_from, U64.unpack_from
+    while at < size:
+        if at + 4 > size:
             return None
-        (length,) = U32.unpack_from(data, at)
-        head, id_size = U32.size, U32.size
+        (length,) = unpack32(data, at)
         if length == 0xFFFFFFFF:  # 64-bit DWARF, as nvcc writes it
-            if at + 12 > len(data):
+            if at + 12 > size:
                 return None
-            (length,) = U64.unpack_from(data, at + 4)
-            head, id_size = 12, U64.size
-        end = at + head + length
-        if length < id_size or end > len(data):
-            return None
-        cie_id = int.from_bytes(data[at + head : at + head + id_size], "little")
-        records.append((at, end, at + head, id_size, cie_id in CIE_IDS))
+            (length,) = unpack64(data, at + 4)
+            head = at + 12
+            end = head + length
+            if length < 8 or end > size:
+                return None
+            (cie_id,) = unpack64(data, head)
+            records.append((at, end, head, 8, cie_id == 0xFFFFFFFFFFFFFFFF or cie_id == 0xFFFFFFFF))
+        else:
+            head = at + 4
+            end = head + length
+            if length < 4 or end > size:
+                return None
+            (cie_id,) = unpack32(data, head)
+            records.append((at, end, head, 4, cie_id == 0xFFFFFFFF))
         at = end
     return records
 
@@ -347,18 +394,31 @@ def _symbols(cubin: _Cubin, graph: _Graph) -> None:
     """Each defined symbol is its section owner's fact; section symbols name sections, undefined ones are
     referred to by name where they are used."""
     per_node: dict[str, list[tuple[object, ...]]] = {}
-    for s in cubin.symbols[1:]:
-        if s.type == STT_SECTION or s.shndx == SHN_UNDEF:
+    headers, owners, limit = cubin.headers, cubin.section_owner, cubin._limit
+    for (_, info, other, shndx, value, size), name in zip(cubin.rows[1:], cubin.symbol_names[1:]):
+        if info & 0xF == STT_SECTION or shndx == SHN_UNDEF:
             continue
-        where = cubin.headers[s.shndx].name.decode(errors="replace") if cubin._defined(s) else f"#{s.shndx}"
-        node = cubin.section_owner[s.shndx] if cubin._defined(s) else MODULE
-        per_node.setdefault(node, []).append((s.name, s.info, s.other, where, s.value, s.size))
+        if shndx < limit:  # defined: its section by name, decoded anew for each symbol (see _dumps)
+            where, node = headers[shndx].name.decode(errors="replace"), owners[shndx]
+        else:
+            where, node = f"#{shndx}", MODULE
+        facts = per_node.get(node)
+        if facts is None:
+            facts = per_node[node] = []
+        facts.append((name, info, other, where, value, size))
     for node, facts in per_node.items():  # in table order: the same symbols in the same order
-        graph.add(node, "symbols", pickle.dumps(facts, protocol=5))
+        graph.add(node, "symbols", _dumps(facts, protocol=5))
 
 
 def _digests(cubin: _Cubin, graph: _Graph) -> dict[str, str]:
-    digest = lru_cache(maxsize=None)(graph.digest)  # a callee's or a folded node's: every kernel's that reaches it
+    digests: dict[str, bytes] = {}  # a callee's or a folded node's: every kernel's that reaches it
+
+    def digest(node: str) -> bytes:
+        found = digests.get(node)
+        if found is None:
+            found = digests[node] = graph.digest(node)
+        return found
+
     kernels = set(cubin.kernels)
     kernel_nodes = {cubin.node_of(k) for k in kernels}
     reached = reachable(graph.edges, kernel_nodes)
@@ -378,4 +438,3 @@ def _digests(cubin: _Cubin, graph: _Graph) -> dict[str, str]:
             h.update(_part(n, digest(n)))
         out[kernel] = h.hexdigest()
     return out
-

@@ -40,3 +40,11 @@ class Namer:
         if function is None or name[:at] in MODULE_PREFIXES:
             return -1, None
         return at, function
+
+    def owners(self, names: list[bytes]) -> list[str | None]:
+        """``owner(name)[1]`` of each of ``names``, in one call (a cubin's every section)."""
+        if self.dotted:
+            return [self.owner(name)[1] for name in names]
+        get = self.functions.get  # as owner: the tail after the last dot, unless a module's prefix (b"": none)
+        return [None if (f := get(tail)) is None or prefix in MODULE_PREFIXES else f
+                for prefix, _, tail in (name.rpartition(b".") for name in names)]

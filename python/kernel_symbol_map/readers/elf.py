@@ -178,7 +178,8 @@ class ElfFile:
         """Every section header with all its fields, by index; names checked as :meth:`headers` does."""
         raw, names = self._checked_names()
         find = names.find
-        return [Header(names[h[0]:find(b"\0", h[0])], h[1], h[2], h[4], h[5], h[6], h[7], h[8], h[9]) for h in raw]
+        return [_new(Header, (names[h[0]:find(b"\0", h[0])], h[1], h[2], h[4], h[5], h[6], h[7], h[8], h[9]))
+                for h in raw]
 
     def _checked_names(self) -> tuple[list[tuple], bytes]:
         raw, names = self._table
@@ -234,17 +235,46 @@ class ElfFile:
             name, info, other, shndx, value, size = Elf64_Sym.unpack_from(data, i * Elf64_Sym.size)
             yield Symbol(_cstring(self.blob, strings, name, "symbol name"), info, other, shndx, size, value)
 
+    def header_list(self) -> tuple[Header, ...]:
+        """:meth:`all_headers`, made once per file and then shared (a cubin's sizes and digests both walk
+        them); its errors each time it is asked until it has them."""
+        found: tuple[Header, ...] | None = self.__dict__.get("_header_list")
+        if found is None:
+            found = self.__dict__["_header_list"] = tuple(self.all_headers())
+        return found
+
+    def symbol_rows(self, table: Section) -> tuple[list[tuple[int, int, int, int, int, int]], list[str]]:
+        """What :meth:`iter_symbols` gives, its errors too, without a :class:`Symbol` each: every entry's
+        raw fields ``(st_name, st_info, st_other, st_shndx, st_value, st_size)``, and its name, each
+        decoded on its own as :meth:`iter_symbols` decodes it (one object per entry)."""
+        if table.size % Elf64_Sym.size:
+            raise self.blob.error(f"symbol table {table.name} size is not a multiple of 24")
+        data = self.read(table)
+        strings = self.read(self._section(table.link))
+        find = strings.find
+        rows = list(Elf64_Sym.iter_unpack(data))
+        ends = [find(b"\0", row[0]) for row in rows]  # -1 for a name at or past the table's end too
+        try:
+            if ends and min(ends) < 0:
+                raise ValueError("a name outside its table")
+            return rows, [strings[row[0] : end].decode() for row, end in zip(rows, ends)]
+        except ValueError:  # UnicodeDecodeError too: the walk names the first name outside its table or
+            list(self.iter_symbols(table))  # not UTF-8
+            raise
+
     def relocations(self, section: Section) -> list[Relocation]:
         """The entries of an SHT_REL or SHT_RELA section."""
         layout = Elf64_Rela if section.type == SHT_RELA else Elf64_Rel
         if section.type not in (SHT_REL, SHT_RELA) or section.size % layout.size:
             raise self.blob.error(f"{section.name} is not a relocation section of {layout.size}-byte entries")
+        entries = layout.iter_unpack(self.read(section))
         if layout is Elf64_Rela:
-            return [Relocation(o, i & 0xFFFFFFFF, i >> 32, a) for o, i, a in layout.iter_unpack(self.read(section))]
-        return [Relocation(o, i & 0xFFFFFFFF, i >> 32, 0) for o, i in layout.iter_unpack(self.read(section))]
+            return [_new(Relocation, (o, i & 0xFFFFFFFF, i >> 32, a)) for o, i, a in entries]
+        return [_new(Relocation, (o, i & 0xFFFFFFFF, i >> 32, 0)) for o, i in entries]
 
 
 _ST_OTHER = 5  # offset of st_other in Elf64_Sym
+_new = tuple.__new__  # a NamedTuple made from its fields' tuple: what its __new__ does, without a Python call
 
 
 @lru_cache(maxsize=8)

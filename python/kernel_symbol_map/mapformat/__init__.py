@@ -289,7 +289,8 @@ def encode(document: dict[str, Any], chunk: int = 64) -> bytes:
     prefix = json.dumps(head, separators=(",", ":"))[:-1] + ("," if head else "") + '"objects":['
     buffer = io.BytesIO()
     mtime = 0 if source_date_epoch() is not None else None
-    # Level 6 (zlib's default): on build's maps, 9 took 2.4x its time for 0.1-1% fewer bytes (issue 29).
+    # Level 6 (zlib's default): on a 500-object map (7.6 MB of JSON), 9 took 2.3x its time (98 ms, not 43) for
+    # 6% fewer bytes (514 KB, not 545); 7 and 8 sit between (bench/bench_cold.py's tree, issue 29).
     with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=mtime, compresslevel=COMPRESS_LEVEL) as f, \
             ThreadPoolExecutor(1) as compressor:
         pending = [compressor.submit(f.write, prefix.encode())]

@@ -81,7 +81,10 @@ def entry_digests(text: bytes) -> tuple[dict[str, str], bool]:
     return out, True
 
 
-def _split(code: bytes, masked: bytes) -> tuple[bytes, list[tuple[int, int]], dict[str, bytes], dict[str, bytes]] | None:
+_Split = tuple[bytes, list[tuple[int, int]], dict[str, bytes], dict[str, bytes]]
+
+
+def _split(code: bytes, masked: bytes) -> _Split | None:
     """The module's statements (digested, and where each is: the names they hold), and each entry's and
     ``.func``'s definition; None when the text does not split so (braces unbalanced, an entry defined twice,
     or fewer entries than ``.entry`` directives). Top-level statements end at a ``;`` or the ``}`` that

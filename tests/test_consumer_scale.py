@@ -296,7 +296,7 @@ def test_a_recordings_split_kernels_read_as_json_loads_reads_them(records: list[
     path.write_text("\n".join(lines + [lines[0].replace('"kernels":[', '"kernels": [')]) + "\n")  # and a spaced one
     fast = _read(path)
     with monkeypatch.context() as m:
-        m.setattr(recordings, "_record", lambda raw, interned: (json.loads(raw), False))  # json.loads, checked each
+        m.setattr(recordings, "_record", lambda raw, interned: (json.loads(raw), None))  # json.loads, checked each
         assert _read(path) == fast
 
 

@@ -46,7 +46,7 @@ _NAME = regex.compile(r"^[A-Za-z_$.][\w$.]*$")
 MAX_NAME = 1 << 16  # characters in one kernel name (C++ templates make long ones; not this long)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: 50,000 of them are read at once
 class Recording:
     test: str
     kernels: frozenset[str]
@@ -293,21 +293,21 @@ def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
             continue
         where = f"{spelled}:{number}"
         try:
-            record, named = _record(raw, names.interned)
+            record, kernels = _record(raw, names.interned)
         except RecursionError:
             raise RecordingError(f"{where}: JSON nested too deep to be a record") from None
         except ValueError as e:
             raise RecordingError(f"{where}: not JSON ({getattr(e, 'msg', e)})") from None
         if not isinstance(record, dict) or not isinstance(record.get("test"), str) or not _clean(record["test"]):
             raise RecordingError(f"{where}: a record needs a \"test\" name (a string with no NUL or lone surrogate)")
-        kernels = record.get("kernels")
-        if not named:  # as json.loads made them: each checked here (split ones were, each once, when first met)
-            if not isinstance(kernels, list) or not set(map(type, kernels)) <= {str}:
+        if kernels is None:  # as json.loads made them: checked here (split ones were, each once, when first met)
+            listed = record.get("kernels")
+            if not isinstance(listed, list) or not set(map(type, listed)) <= {str}:
                 raise RecordingError(f"{where}: \"kernels\" must be a list of strings")
-            bad = _bad_name(kernels)
+            bad = _bad_name(listed)
             if bad is not None:
                 raise RecordingError(f"{where}: not a mangled kernel name: {bad[:80]!r}")
-            kernels = names.interned.intern(kernels)
+            kernels = frozenset(names.interned.intern(listed))
         complete = record.get("complete")
         if not isinstance(complete, bool):
             raise RecordingError(f"{where}: \"complete\" must be true or false")
@@ -320,7 +320,7 @@ def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
         rootdir = record.get("rootdir")
         if rootdir is not None and not (isinstance(rootdir, str) and _clean(rootdir) and rootdir):
             raise RecordingError(f"{where}: \"rootdir\" must be a folder name")
-        found.append(Recording(record["test"], frozenset(kernels), complete, commit, where,
+        found.append(Recording(record["test"], kernels, complete, commit, where,
                                "" if complete else why, python, python_why, copies, rootdir))
     return found
 
@@ -328,23 +328,26 @@ def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
 _KERNELS = '"kernels":['  # a record's one big array, split as a plain string array where it can be
 
 
-def _record(raw: str, interned: plainjson.Interned) -> tuple[Any, bool]:
-    """``json.loads(raw)``, and whether its kernels are checked names already: split (plainjson) where the
-    line escapes nothing and every name of the array is one ``interned`` takes (_NAME), one ``str`` each."""
+def _record(raw: str, interned: plainjson.Interned) -> tuple[Any, frozenset[str] | None]:
+    """``json.loads(raw)``, and its kernels as checked names where it could split them: where the line
+    escapes nothing and every name of the array is one ``interned`` takes (_NAME; one ``str`` each, checked
+    when first met); else None, and the record's kernels are as json.loads made them."""
     at = raw.find(_KERNELS)
     if at >= 0 and "\\" not in raw:  # no escape: no key spelled another way, no quote inside a name
-        bracket = at + len(_KERNELS) - 1
-        split = plainjson.array_at(raw, bracket, interned)
-        if split is not None:
-            rest = raw[: bracket + 1] + raw[split[1] - 1 :]  # "kernels":[] in the array's place
-            try:
-                record = json.loads(rest) if rest.count('"kernels"') == 1 else None
-            except (ValueError, RecursionError):
-                record = None  # json.loads(raw) says why
+        start = at + len(_KERNELS)  # after the '['
+        if raw.startswith("]", start):
+            kernels: frozenset[str] | None = frozenset()
+            end = start
+        else:  # a plain name holds no quote: the first '"]' ends the array, when every name is plain
+            end = raw.find('"]', start)
+            kernels = interned.frozen(raw[start + 1 : end]) if end > start and raw.startswith('"', start) else None
+            end += 1
+        if kernels is not None:
+            rest = raw[:start] + raw[end:]  # "kernels":[] in the array's place
+            record = plainjson.whole(rest) if rest.count('"kernels"') == 1 else None
             if type(record) is dict and type(record.get("kernels")) is list and not record["kernels"]:
-                record["kernels"] = split[0]
-                return record, True
-    return json.loads(raw), False
+                return record, kernels
+    return json.loads(raw), None
 
 
 def _python(record: dict[str, Any], where: str,

@@ -71,7 +71,7 @@ EVIDENCE_FALLBACKS = frozenset({NO_MAP, MAP_UNREADABLE, MAP_INCOMPLETE, MAP_SUBS
                                 MAP_COMMIT_MISSING, RECORDING_UNREADABLE})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per test: no __dict__ each
 class Decision:
     test: str
     run: bool

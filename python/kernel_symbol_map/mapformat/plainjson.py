@@ -47,7 +47,10 @@ def bulk() -> Iterator[None]:
     test, makes some 300,000 dicts, lists, frozensets and records that live
     on; each time the collector counts 700 new ones it may walk them all
     again: a third of a ``select``. None of them is a cycle, so holding the
-    collector off frees nothing later; it is on again after, as it was.
+    collector off frees nothing later. After, what was built is moved to the
+    oldest generation, which only a full collection walks (``gc.freeze`` then
+    ``gc.unfreeze``: two list splices, no walk; not when someone else froze
+    objects, which unfreezing would let go), and the collector is on again.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -55,6 +58,9 @@ def bulk() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
@@ -109,6 +115,13 @@ class Interned:
             found.append(text)
         return found
 
+    def frozen(self, inner: str) -> frozenset[str] | None:
+        """:meth:`split`'s strings as a frozenset (a recording's kernels), in one pass."""
+        try:
+            return frozenset(map(self.strings.__getitem__, inner.split('","')))
+        except _NotPlain:
+            return None
+
     def split(self, inner: AnyStr) -> list[str] | None:
         """What json.loads makes of ``["`` + ``inner`` + ``"]``, or None when that is not a plain string array."""
         try:
@@ -146,6 +159,19 @@ def containers(text: bytes) -> int:
 def too_dense(length: int, count: int) -> bool:
     """mapformat's bound: more containers than one per MIN_CONTAINER_BYTES (+64) is no map."""
     return count > length // MIN_CONTAINER_BYTES + 64
+
+
+_SCAN = json.JSONDecoder().scan_once  # json.loads's own scanner: one value at an index, without the wrapper
+
+
+def whole(text: str) -> Any:
+    """``json.loads(text)`` when ``text`` is one JSON value with nothing around it (no space either); else
+    None, where json.loads would say why or take the spaces (the caller then asks it)."""
+    try:
+        value, end = _SCAN(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    return value if end == len(text) else None
 
 
 def _loads(text: bytes) -> Any:

@@ -403,11 +403,12 @@ def _decisions(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Re
     # The kernels some recording launched that no map knows, found once: a test's own are then those of its
     # kernels among them (none, most often), not a lookup of each in the maps' tens of thousands.
     unknown_anywhere = frozenset().union(*(r.kernels for r in recordings)) - known
+    not_reached = f"its complete recording launched none of the {len(reached)} kernels the change reaches"
     decisions = []
     for test in tests:
         rec = by_test.get(test)
-        launched = sorted(reached_kernels.intersection(rec.kernels)) if rec else []
-        if launched:
+        if rec is not None and (hits := reached_kernels.intersection(rec.kernels)):
+            launched = sorted(hits)
             decisions.append(Decision(test, True, "launched", f"launched {len(launched)} reached kernels, "
                                       f"e.g. {launched[0]} ({reached[launched[0]]})"))
         elif test in named:
@@ -424,16 +425,15 @@ def _decisions(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Re
         elif rec.commit != commit or not rec.commit:
             decisions.append(Decision(test, True, COMMIT_MISMATCH,
                                       f"recorded at {rec.commit or '(unknown)'}, the map is of {commit}"))
-        elif unknown := sorted(k for k in unknown_anywhere.intersection(rec.kernels)
-                               if not any(p.fullmatch(k) for p in external)):
+        elif unknown_anywhere and (unknown := sorted(k for k in unknown_anywhere.intersection(rec.kernels)
+                                                     if not any(p.fullmatch(k) for p in external))):
             decisions.append(Decision(test, True, UNKNOWN_KERNEL, f"it launched {len(unknown)} kernels no map "
                                       f"knows, e.g. {unknown[0]}{unmapped}", tuple(unknown)))
-        elif hit := sorted(rec.kernels & widened):
+        elif widened and (hit := sorted(rec.kernels & widened)):
             decisions.append(Decision(test, True, "same-target", f"launched {len(hit)} kernels of a changed "
                                       f"file's target, e.g. {hit[0]} (--whole-target)"))
         else:
-            decisions.append(Decision(test, False, "not-reached", f"its complete recording launched none of "
-                                      f"the {len(reached)} kernels the change reaches"))
+            decisions.append(Decision(test, False, "not-reached", not_reached))
     return decisions
 
 

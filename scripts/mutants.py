@@ -668,7 +668,7 @@ MUTANTS = [
     # issue 29, item 5: the consumers' fast paths beside their plain ones, each at its decision point
     Mutant("29.C1", "a map object's deps split from the first of two deps keys (json.loads takes the last)",
            "mapformat/plainjson.py", "        if rest.count(DEPS_KEY) != 1:", "        if False:",
-           ("tests/test_consumer_scale.py::test_tricky_objects_decode_as_json_loads_does",)),
+           ("tests/test_consumer_scale.py::test_a_key_given_twice_is_json_loads_last",)),
     Mutant("29.C2", "a map denser in containers than the bound decodes by the plain path",
            "mapformat/plainjson.py", "    return None if too_dense(length, count) else head", "    return head",
            ("tests/test_consumer_scale.py::test_the_container_bound_is_the_whole_texts",)),

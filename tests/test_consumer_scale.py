@@ -117,6 +117,16 @@ def test_tricky_objects_decode_as_json_loads_does(objects: list[dict[str, Any]])
     _agrees(_layout(_map(objects)))
 
 
+@pytest.mark.parametrize("again", [b'"deps":[]', b'"deps":["b.h"]', b'"deps":7'])
+def test_a_key_given_twice_is_json_loads_last(again: bytes) -> None:
+    """A Python dict cannot hold a key twice; a map's text can, and json.loads keeps the last value."""
+    text = _layout(_map([_object(0, ["a.h"]), _object(1, ["c.h"])])).replace(b'"k0.o",', b'"k0.o",' + again + b",")
+    assert text.count(b'"deps"') == 3
+    assert _agrees(text)["objects"][0]["deps"] == ["a.h"]  # the array comes after the repeated key
+    text = _layout(_map([_object(0, ["a.h"])]))[: -len(b"}]}")] + b"," + again + b"}]}"
+    assert _agrees(text) == json.loads(text) and json.loads(text)["objects"][0]["deps"] == json.loads(b"{" + again + b"}")["deps"]
+
+
 def test_a_raw_control_character_is_refused_as_json_refuses_it(monkeypatch: pytest.MonkeyPatch) -> None:
     text = _layout(_map([_object(0, ["a.h", "b.h"])])).replace(b"b.h", b"b\t.h")
     assert plainjson.decode_map([text]) is None

@@ -28,6 +28,20 @@ Before (issue 29's baseline: commit 93166e9, CPU seconds under a load average of
       show      0.35 s CPU    130 MB
       validate  1.83 s CPU    130 MB   (5.2x show)
 
+After (this bench with --checkout of 93166e9, the same rounds, a quiet machine: load 0.8):
+
+    scale 10                         after                  before
+      select                    2.76 s CPU   247 MB     6.01 s   1377 MB
+      show                      1.51 s CPU    85 MB     2.80 s   1106 MB
+      validate                  1.23 s CPU    84 MB    17.19 s   1106 MB   (0.8x show; was 6.2x)
+    scale 1
+      select                    0.34 s CPU    52 MB     0.57 s    164 MB
+      show                      0.20 s CPU    27 MB     0.33 s    130 MB
+      validate                  0.21 s CPU    27 MB     1.85 s    130 MB
+
+Of select's 2.76 s at scale 10, writing its JSON (the CLI's json.dump with an
+indent: a million writes) is 0.5 s; one json.dumps and one write make it 0.2 s.
+
 Targets: at scale 10, select <= 2.5 s CPU and 500 MB, show <= 1.5 s and 500
 MB, validate within 2x show; nothing slower at scale 1.
 """

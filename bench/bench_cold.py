@@ -67,7 +67,7 @@ def commands(build: Path, out: Path, olds: dict[str, str], seed: bool) -> dict[s
     if seed:
         rows["seed"] = [PYTHON, str(SEED), "--build-root", str(build), "--source-root", str(source_of(build)),
                         "--out", str(out / "seed.json.gz"), "--cuobjdump", old_cuobjdump(), "--commit", "0" * 40]
-    rows["this checkout"] = [PYTHON, *ours, "--out", str(out / "ours.json.gz")]
+    rows["this checkout"] = [PYTHON, *ours, "--out", str(out / "ours.json.gz")]  # .venv: the editable install
     for name, python in olds.items():
         rows[name] = [python, *ours, "--out", str(out / f"{name}.json.gz")]
     return rows

@@ -34,6 +34,7 @@ from __future__ import annotations
 from bisect import bisect_left
 import hashlib
 import pickle
+import re
 import struct
 from dataclasses import dataclass, field
 
@@ -53,6 +54,8 @@ from .elf import (
     STT_FUNC,
     STT_SECTION,
     ElfFile,
+    Header,
+    Section,
 )
 
 MODULE = ""  # the node of what no function owns
@@ -73,6 +76,7 @@ CallEdge = struct.Struct("<II")
 # .debug_frame (DWARF CFI): a u32 length, or 0xffffffff and a u64 length; then the CIE id or pointer.
 U32 = struct.Struct("<I")
 U64 = struct.Struct("<Q")
+_HEAD64 = struct.Struct("<IQQ")  # a 64-bit record's 0xffffffff, length and CIE id or pointer
 CIE_IDS = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
 
 
@@ -116,19 +120,17 @@ class _Graph:
         return _blake2b(b"".join(sorted(self.facts.get(node, ()))), digest_size=16).digest()
 
 
-class _Cubin:
-    """A cubin's sections, symbols and which node owns each."""
+class CubinSymbols:
+    """A cubin's symbols, its functions and which function each section is named for: what
+    :func:`.sizes.cubin` parses and :func:`kernel_digests` walks, parsed once for both. Made from the
+    section headers, the symbol table and its rows (:meth:`ElfFile.symbol_rows`); nothing here raises."""
 
-    def __init__(self, elf: ElfFile) -> None:
-        self.elf = elf
-        self.headers = headers = elf.header_list()
-        self.names = [h.name.decode(errors="replace") for h in headers]
-        self.raw = elf.blob.read(0, elf.blob.size, "cubin")  # sliced per section: one read, not one per section
-        table = elf.symbol_table(SHT_SYMTAB)
+    def __init__(self, headers: tuple[Header, ...], table: Section | None, rows: list[tuple[int, int, int, int, int, int]],
+                 names: list[str]) -> None:
+        self.headers = headers
         self.symtab = table.index if table else -1
         self.strtab = table.link if table else -1
         # By symbol index: (st_name, st_info, st_other, st_shndx, st_value, st_size), and the name.
-        rows, names = elf.symbol_rows(table) if table else ([], [])
         self.rows, self.symbol_names = rows, names
         self._limit = limit = min(len(headers), SHN_LORESERVE)
         # Defined functions, by name: the index of the last symbol of that name.
@@ -136,7 +138,8 @@ class _Cubin:
                                       if r[1] & 0xF == STT_FUNC and r[3] != SHN_UNDEF and r[3] < limit}
         self.kernels = sorted(n for n, i in functions.items() if rows[i][2] & STO_CUDA_ENTRY)
         namer = Namer({n.encode(): n for n in functions})
-        self.section_owner = owner = [f or MODULE for f in namer.owners([h.name for h in headers])]
+        self.dotted = namer.dotted  # a function's name has a dot: sections are named for the longest one
+        self.section_owner = owner = namer.owners([h.name for h in headers], MODULE)
         # By symbol index, computed once: what symbol_name, function_at and node_at answer (thousands of calls
         # a cubin); a section symbol's name is None here, made at each call.
         self._symbol_names = [None if r[1] & 0xF == STT_SECTION else n for r, n in zip(rows, names)]
@@ -146,13 +149,29 @@ class _Cubin:
             self._function_of[i] = names[i]
             self._node_at[i] = owner[rows[i][3]]
 
+
+class _Cubin(CubinSymbols):
+    """A cubin's sections, symbols and which node owns each."""
+
+    def __init__(self, elf: ElfFile, symbols: CubinSymbols | None = None) -> None:
+        self.elf = elf
+        if symbols is None:
+            headers = elf.header_list()
+            self.raw = elf.blob.read(0, elf.blob.size, "cubin")  # sliced per section: one read, not one each
+            table = elf.symbol_table(SHT_SYMTAB)
+            rows, names = elf.symbol_rows(table) if table else ([], [])
+            CubinSymbols.__init__(self, headers, table, rows, names)
+        else:
+            self.__dict__.update(symbols.__dict__)
+            self.raw = elf.blob.read(0, elf.blob.size, "cubin")
+
     def node_of(self, function: str) -> str:
         """A function's node: the function its section is named for (nvcc clones callees into a kernel's
         ``.text``), or MODULE when its code is in a section no function owns."""
         return self.section_owner[self.rows[self.functions[function]][3]]
 
     def section_name(self, index: int) -> str:
-        return self.names[index] if 0 <= index < len(self.names) else f"#{index}"
+        return self.headers[index].name.decode(errors="replace") if 0 <= index < len(self.headers) else f"#{index}"
 
     def symbol_name(self, index: int) -> str:
         """A symbol by name; a section symbol by its section's; an index out of range as itself."""
@@ -179,16 +198,18 @@ class _Cubin:
         return self.raw[h.offset : h.offset + h.size]
 
 
-def kernel_digests(elf: ElfFile) -> dict[str, str]:
-    """Each kernel's digest (hex), for the kernels ``cuda.cubin_kernels`` lists."""
+def kernel_digests(elf: ElfFile, symbols: CubinSymbols | None = None) -> dict[str, str]:
+    """Each kernel's digest (hex), for the kernels ``cuda.cubin_kernels`` lists; ``symbols``: ``elf``'s, if
+    they were parsed already."""
     if elf.machine != EM_CUDA:
         raise elf.blob.error(f"cubin has e_machine {elf.machine}, expected {EM_CUDA} (CUDA)")
-    cubin = _Cubin(elf)
+    cubin = _Cubin(elf, symbols)
     graph = _Graph()
     graph.add(MODULE, "elf", elf.ident, elf.type, elf.machine, elf.flags)
     relocations: dict[int, list[int]] = {}  # target section -> its relocation sections
     skipped = (0, cubin.symtab, cubin.strtab, elf.names_index)
-    owners, info_prefix = cubin.section_owner, NV_INFO + b"."
+    owners, info_prefix, raw = cubin.section_owner, NV_INFO + b".", cubin.raw
+    whole = len(raw)
     for i, h in enumerate(cubin.headers):
         if i in skipped:
             continue
@@ -206,7 +227,8 @@ def kernel_digests(elf: ElfFile) -> dict[str, str]:
             _callgraph(cubin, graph, i)
         else:
             registers = h.info >> 24 if h.flags & SHF_EXECINSTR else 0  # nvcc: sh_info = regs << 24 | symbol
-            contents = b"" if h.type == SHT_NOBITS else cubin.data(i)
+            end = h.offset + h.size  # data(i), inlined where it is a slice
+            contents = b"" if h.type == SHT_NOBITS else raw[h.offset : end] if end <= whole and h.size != 1 else cubin.data(i)
             graph.add(owner, "section", h.name, h.type, h.flags, h.addralign, h.entsize, registers, h.size, contents)
     count = len(cubin.headers)
     for target, sections in relocations.items():
@@ -225,26 +247,76 @@ def kernel_digests(elf: ElfFile) -> dict[str, str]:
     return _digests(cubin, graph)
 
 
+# nvcc's .nv.info records, tokenised at C speed: a run of records that name no symbol (u16 values, and the
+# values of 0 to 24 bytes of other attributes), or one that names a symbol first (4, 8 or 12 bytes). A record
+# of another shape (an EXTERNS list, a longer value, a truncated end) leaves a gap: then the records are walked.
+_NAMES_FIRST = rb"[\x0a\x11\x12\x23\x2f]"  # FIRST_IS_SYMBOL
+_INFO_TOKENS = re.compile(
+    rb"((?:[^\x04][\x00-\xff]{3}|\x04[^\x0a\x0f\x11\x12\x23\x2f](?:\x00\x00|\x04\x00[\x00-\xff]{4}"
+    rb"|\x08\x00[\x00-\xff]{8}|\x0c\x00[\x00-\xff]{12}|\x10\x00[\x00-\xff]{16}|\x14\x00[\x00-\xff]{20}"
+    rb"|\x18\x00[\x00-\xff]{24}))+)"
+    rb"|(\x04" + _NAMES_FIRST + rb"(?:\x04\x00[\x00-\xff]{4}|\x08\x00[\x00-\xff]{8}|\x0c\x00[\x00-\xff]{12}))")
+assert set(_NAMES_FIRST[1:-1].decode("unicode_escape").encode("latin-1")) == FIRST_IS_SYMBOL
+
+
 def _info(cubin: _Cubin, graph: _Graph, index: int, owner: str) -> None:
     """``.nv.info`` attributes: the module's are each given to the function they name (register count,
     frame and stack sizes); a function's own (``.nv.info.<f>``) stay its, symbol indices named. Records
     that name no symbol are digested as they are, together."""
     data = cubin.data(index)
     name = cubin.headers[index].name
-    plain = []  # the owner's records that name no symbol, in order, as runs of records
+    plain: list[bytes] = []  # the owner's records that name no symbol, in order, as runs of records
     named: dict[str, list[tuple[object, ...]]] = {}  # node -> its records that name symbols, in order
-    names, nodes, symbol_name = cubin._symbol_names, cubin._node_at, cubin.symbol_name
-    symbols, module = len(names), owner == MODULE
-    at, run, size = 0, 0, len(data)
-    while at + 4 <= size:  # InfoHead, read a byte at a time: cheaper than an unpack per record
-        if data[at] != EIFMT_SVAL:
-            at += 4  # a u16 value: no symbol
+    module = owner == MODULE
+    covered = 0
+    for run, record in _INFO_TOKENS.findall(data):
+        if run:
+            plain.append(run)
+            covered += len(run)
             continue
-        value = data[at + 2] | data[at + 3] << 8
-        end = at + 4 + value
+        covered += len(record)
+        symbol = record[4] | record[5] << 8 | record[6] << 16 | record[7] << 24
+        text, node = _named_by(cubin, symbol, owner, module)
+        facts = named.get(node)
+        if facts is None:
+            facts = named[node] = []
+        facts.append((record[1], text, record[8:]))
+    if covered != len(data):  # a record the tokens do not know: walked
+        found = _info_walk(cubin, data, owner)
+        if found is None:  # not the layout we know: kept whole, where it is
+            graph.add(owner, "info", name, data)
+            return
+        plain, named = found
+    graph.add(owner, "info", name, b"".join(plain))
+    for node, facts in named.items():
+        graph.add(node, "info-named", name, _dumps(facts, protocol=5))
+
+
+def _named_by(cubin: _Cubin, symbol: int, owner: str, module: bool) -> tuple[str, str]:
+    """A record's symbol by name, and the node the record is then a fact of: the function it names when the
+    record is the module's, else its section's owner."""
+    if symbol >= len(cubin._symbol_names):
+        return f"#{symbol}", owner
+    text = cubin._symbol_names[symbol]
+    node = cubin._node_at[symbol] if module else None
+    return (cubin.symbol_name(symbol) if text is None else text), (owner if node is None else node)
+
+
+def _info_walk(cubin: _Cubin, data: bytes, owner: str) -> tuple[list[bytes], dict[str, list[tuple[object, ...]]]] | None:
+    """The records of ``.nv.info`` data walked one by one: those that name no symbol (as runs), those that
+    do by node; None when they do not end where the data does."""
+    plain = []
+    named: dict[str, list[tuple[object, ...]]] = {}
+    symbol_name, module = cubin.symbol_name, owner == MODULE
+    at, run, size = 0, 0, len(data)
+    while at + InfoHead.size <= size:
+        fmt, attr, value = InfoHead.unpack_from(data, at)
+        if fmt != EIFMT_SVAL:
+            at += InfoHead.size  # a u16 value: no symbol
+            continue
+        end = at + InfoHead.size + value
         if end > size:
             break
-        attr = data[at + 1]
         if attr == EIATTR_EXTERNS and value % 4 == 0:
             if run < at:
                 plain.append(data[run:at])
@@ -255,29 +327,15 @@ def _info(cubin: _Cubin, graph: _Graph, index: int, owner: str) -> None:
             if run < at:
                 plain.append(data[run:at])
             run = end
-            symbol = data[at + 4] | data[at + 5] << 8 | data[at + 6] << 16 | data[at + 7] << 24
-            node = owner
-            if symbol < symbols:
-                text = names[symbol]
-                if text is None:
-                    text = symbol_name(symbol)
-                if module and nodes[symbol] is not None:
-                    node = nodes[symbol]
-            else:
-                text = f"#{symbol}"
-            facts = named.get(node)
-            if facts is None:
-                facts = named[node] = []
-            facts.append((attr, text, data[at + 8 : end]))
+            (symbol,) = U32.unpack_from(data, at + 4)
+            text, node = _named_by(cubin, symbol, owner, module)
+            named.setdefault(node, []).append((attr, text, data[at + 8 : end]))
         at = end
-    if at != size:  # not the layout we know: kept whole, where it is
-        graph.add(owner, "info", name, data)
-        return
+    if at != size:
+        return None
     if run < at:
         plain.append(data[run:at])
-    graph.add(owner, "info", name, b"".join(plain))
-    for node, facts in named.items():
-        graph.add(node, "info-named", name, _dumps(facts, protocol=5))
+    return plain, named
 
 
 def _callgraph(cubin: _Cubin, graph: _Graph, index: int) -> None:
@@ -364,12 +422,22 @@ def _frame_records(data: bytes) -> list[tuple[int, int, int, int, bool]] | None:
     """``(start, end, where the CIE id or pointer is, its size, is a CIE)`` of each record; None if one
     runs past the section."""
     records = []
-    at, size, unpack32, unpack64 = 0, len(data), U32.unpack_from, U64.unpack_from
+    at, size, unpack32, unpack64, head64 = 0, len(data), U32.unpack_from, U64.unpack_from, _HEAD64.unpack_from
     while at < size:
+        if at + _HEAD64.size <= size:  # room for a 64-bit record's head: read at once
+            first, length, cie_id = head64(data, at)
+            if first == 0xFFFFFFFF:  # 64-bit DWARF, as nvcc writes it
+                head = at + 12
+                end = head + length
+                if length < 8 or end > size:
+                    return None
+                records.append((at, end, head, 8, cie_id == 0xFFFFFFFFFFFFFFFF or cie_id == 0xFFFFFFFF))
+                at = end
+                continue
         if at + 4 > size:
             return None
         (length,) = unpack32(data, at)
-        if length == 0xFFFFFFFF:  # 64-bit DWARF, as nvcc writes it
+        if length == 0xFFFFFFFF:
             if at + 12 > size:
                 return None
             (length,) = unpack64(data, at + 4)
@@ -419,10 +487,11 @@ def _digests(cubin: _Cubin, graph: _Graph) -> dict[str, str]:
             found = digests[node] = graph.digest(node)
         return found
 
-    kernels = set(cubin.kernels)
-    kernel_nodes = {cubin.node_of(k) for k in kernels}
+    owners, rows = cubin.section_owner, cubin.rows
+    node_of = {f: owners[rows[i][3]] for f, i in cubin.functions.items()}  # cubin.node_of, for each function
+    kernel_nodes = {node_of[k] for k in cubin.kernels}
     reached = reachable(graph.edges, kernel_nodes)
-    devices = {cubin.node_of(f) for f in cubin.functions} - kernel_nodes - {MODULE}
+    devices = set(node_of.values()) - kernel_nodes - {MODULE}
     folded = graph.folded | (devices - reached)  # no kernel is known to reach them: every kernel may
     if graph.unknown_call:
         folded |= devices
@@ -432,9 +501,9 @@ def _digests(cubin: _Cubin, graph: _Graph) -> dict[str, str]:
     base = module.digest()
     out = {}
     for kernel in cubin.kernels:
-        node = cubin.node_of(kernel)
+        node = node_of[kernel]
         h = hashlib.blake2b(base, digest_size=DIGEST_BYTES)
         for n in sorted(reachable(graph.edges, {node}) - folded - {MODULE}):
-            h.update(_part(n, digest(n)))
+            h.update(_blake2b(_dumps((n, digest(n)), protocol=5), digest_size=16).digest())  # _part, inlined
         out[kernel] = h.hexdigest()
     return out

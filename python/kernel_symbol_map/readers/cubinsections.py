@@ -10,6 +10,7 @@ tail of a module section's prefix (``.nv.info`` itself, ``.nv.global.init``,
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
 
 TEXT = b".text"  # a function's machine code: .text.<function>
 # What comes before ".<name>" in a section of the whole module (.nv.info, .nv.global.init, .nv.uft.entry,
@@ -41,10 +42,10 @@ class Namer:
             return -1, None
         return at, function
 
-    def owners(self, names: list[bytes]) -> list[str | None]:
-        """``owner(name)[1]`` of each of ``names``, in one call (a cubin's every section)."""
+    def owners(self, names: list[bytes], default: str | None = None) -> list[str | None]:
+        """``owner(name)[1] or default`` of each of ``names``, in one call (a cubin's every section)."""
         if self.dotted:
-            return [self.owner(name)[1] for name in names]
+            return [self.owner(name)[1] or default for name in names]
         get = self.functions.get  # as owner: the tail after the last dot, unless a module's prefix (b"": none)
-        return [None if (f := get(tail)) is None or prefix in MODULE_PREFIXES else f
-                for prefix, _, tail in (name.rpartition(b".") for name in names)]
+        return [default if not (f := get(tail)) or prefix in MODULE_PREFIXES else f
+                for prefix, _, tail in map(bytes.rpartition, names, repeat(b"."))]

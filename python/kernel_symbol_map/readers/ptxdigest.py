@@ -47,7 +47,7 @@ def entry_digests(text: bytes) -> tuple[dict[str, str], bool]:
     """Each entry's digest (hex), and whether they are per entry (False: every entry has the text's). The
     entries are those the text defines, as many as it has ``.entry`` directives; when it does not split so,
     ``cuda.ptx_entries`` names them."""
-    if b'"' in text or b"/*" in text:
+    if b'"' in text or b"*" in text and b"/*" in text:  # "*" first: one byte is found at memchr's speed
         code = _LEXEMES.sub(lambda m: m.group() if m.group().startswith(b'"') else b" ", text)
         masked = _STRING.sub(lambda m: b'"' + b"x" * (len(m.group()) - 2) + b'"', code)
     else:  # nvcc's PTX: line comments only, no strings

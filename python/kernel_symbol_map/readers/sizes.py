@@ -39,7 +39,7 @@ from ..errors import FormatError
 from . import _decompress, archive, bitcode, cuda, fatbin, hip, offloading
 from ._blob import Blob, OpenFile
 from ._digest import new as new_digest
-from .cubindigest import kernel_digests
+from .cubindigest import CubinSymbols, kernel_digests
 from .cuda import STO_CUDA_ENTRY
 from .devicecode import CUDA_SECTIONS, HIP_BUNDLE_SECTION_PREFIX, HIP_SECTION, OFFLOADING_SECTION, cubin_arch
 from .ptxdigest import entry_digests
@@ -213,18 +213,43 @@ def cubin(elf: ElfFile, stored: int, arch: str = "", digests: bool = False) -> I
     if elf.machine != EM_CUDA:
         raise elf.blob.error(f"cubin has e_machine {elf.machine}, expected {EM_CUDA} (CUDA)")
     table = elf.symbol_table(SHT_SYMTAB)
-    kernels = {s.name for s in (elf.iter_symbols(table, other_mask=STO_CUDA_ENTRY) if table else ())
-               if s.type == STT_FUNC and s.shndx != SHN_UNDEF}
+    rows = names = None  # with digests, every symbol, parsed once for the kernels and kernel_digests
+    if digests:
+        try:
+            rows, names = elf.symbol_rows(table) if table else ([], [])
+        except FormatError:
+            pass  # the walk of the kernels' symbols below meets its error, if one is theirs; kernel_digests the rest
+    if rows is not None and names is not None:
+        kernels = {names[i] for i, r in enumerate(rows) if r[2] & STO_CUDA_ENTRY and r[1] & 0xF == STT_FUNC
+                   and r[3] != SHN_UNDEF}
+    else:
+        kernels = {s.name for s in (elf.iter_symbols(table, other_mask=STO_CUDA_ENTRY) if table else ())
+                   if s.type == STT_FUNC and s.shndx != SHN_UNDEF}
     namer = Namer({k.encode(): k for k in kernels})  # section names are compared undecoded
     code: dict[str, int] = {}
     owned: dict[str, int] = dict.fromkeys(kernels, 0)
     end = elf.blob.size
-    for name, kind, offset, size in elf.headers():
+    symbols = owners = None
+    if rows is None or names is None:
+        headers = elf.headers()
+    else:  # the headers, and each section's function, as kernel_digests walks them
+        full = elf.header_list()
+        headers = [(h.name, h.type, h.offset, h.size) for h in full]
+        symbols = CubinSymbols(full, table, rows, names)
+        if not symbols.dotted and "" not in kernels and kernels <= symbols.functions.keys():
+            # No name has a dot (a section's is the tail after its last), and every kernel is a function:
+            # a section's kernel is its function, when that is a kernel.
+            owners = symbols.section_owner
+    for i, (name, kind, offset, size) in enumerate(headers):
         if kind == SHT_NOBITS:
             continue
         if offset + size > end:  # a size is a claim: check it
             elf.blob.check(offset, size, f"section {name.decode(errors='replace')}")
-        at, kernel = namer.owner(name)
+        if owners is None:
+            at, kernel = namer.owner(name)
+        else:
+            kernel = owners[i] if owners[i] in kernels else None
+            at = name.rfind(b".")
         if kernel is None:
             continue
         prefix = name[:at]  # what the section is, for this kernel: .text, .nv.info, .nv.constant0...
@@ -235,7 +260,7 @@ def cubin(elf: ElfFile, stored: int, arch: str = "", digests: bool = False) -> I
     missing = kernels - code.keys()
     if missing:
         raise FormatError(elf.blob.name, f"kernel {min(missing)} has no .text.<kernel> section")
-    found = kernel_digests(elf) if digests else {}
+    found = kernel_digests(elf, symbols) if digests else {}
     relocatable = new_digest(elf.blob.read(0, elf.blob.size, "cubin")).hexdigest() \
         if digests and elf.type == ET_REL else ""
     return _checked(Image(arch or cubin_arch(elf), CUBIN, elf.blob.size, stored, code,

@@ -697,6 +697,16 @@ MUTANTS = [
            "buildtree/devicedeps.py", '                    args.append(f"-resource-dir={match.resource_dir}")',
            "                    pass",
            ("tests/test_devicedeps.py::test_one_scan_deps_process_gives_each_object_its_per_object_include_set",)),
+    # CI's failure in issue 29: a child caught inside exec reads with no environment, as if it carried no id
+    Mutant("29.S1", "a process caught in exec, its environment not yet laid out, is read as carrying nothing",
+           "recorder/spawns.py", "        if environ:\n            return environ\n        if _read(",
+           "        if True:\n            return environ\n        if _read(",
+           ("tests/test_recorder_processes.py::"
+            "test_a_process_caught_in_exec_is_read_again_and_one_that_never_settles_may_carry_anything",)),
+    Mutant("29.S2", "a process that never settles is read as carrying none of the ids", "recorder/spawns.py",
+           "            carried = set(ids)\n", "            carried = set()\n",
+           ("tests/test_recorder_processes.py::"
+            "test_a_process_caught_in_exec_is_read_again_and_one_that_never_settles_may_carry_anything",)),
 ]
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -43,6 +44,10 @@ from .hook import SPAWN_VARIABLE
 EVENTS = frozenset({"subprocess.Popen", "os.exec", "os.spawn", "os.posix_spawn", "os.system"})
 SHELL = "/bin/sh"  # what os.system runs
 _ARG_CHARACTERS = 200
+# A process between exec and its new stack is read again this often, for at most this long (then it may carry
+# anything): the window is microseconds of the kernel's work, longer only while the machine gives it no CPU.
+_SETTLE_PAUSE = 0.001
+_SETTLE_SECONDS = 5.0
 _watching = False
 
 
@@ -118,7 +123,8 @@ def alive(ids: set[str], recorded: Callable[[], set[tuple[int, str]]]) -> set[st
     setuid program) cannot be read, and one that cleared its environment
     carries nothing: neither is seen. A ``recorded`` process (pid, start
     time) is seen by its own recorder, whatever it carries (a
-    multiprocessing child inherits its parent's last id).
+    multiprocessing child inherits its parent's last id). A process caught
+    in exec is read once it has its new environment (:func:`_environ`).
     """
     try:
         pids = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
@@ -129,17 +135,49 @@ def alive(ids: set[str], recorded: Callable[[], set[tuple[int, str]]]) -> set[st
     known: set[tuple[int, str]] | None = None
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                environ = f.read()
+            environ = _environ(pid)
         except OSError:
             continue
-        carried = {e[len(prefix):].decode(errors="replace") for e in environ.split(b"\0") if e.startswith(prefix)}
+        if environ is None:  # never settled: it may carry any of them
+            carried = set(ids)
+        else:
+            carried = {e[len(prefix):].decode(errors="replace") for e in environ.split(b"\0") if e.startswith(prefix)}
         if not carried & ids or tracker(pid):
             continue
         known = recorded() if known is None else known
         if (pid, started(pid)) not in known:
             found |= carried
     return ids & found
+
+
+def _environ(pid: int) -> bytes | None:
+    """``pid``'s environment block, once it can be read; None when it never settles (OSError when it cannot be read).
+
+    From exec's point of no return until the new program's stack is laid
+    out, the kernel shows a process's environment and command line as
+    empty, and ``subprocess.Popen`` has already returned by then.
+    Such a process is read again until it settles; one that cleared its
+    environment but not its command line (``env -i server``) is settled. A
+    process with no memory (a zombie, a kernel thread, one far into its
+    exit) has no environment to read: OSError, as for another user's.
+    """
+    deadline = 0.0
+    while True:
+        environ = _read(pid, "environ")
+        if environ:
+            return environ
+        if _read(pid, "cmdline"):
+            return environ
+        now = time.monotonic()
+        deadline = deadline or now + _SETTLE_SECONDS
+        if now > deadline:
+            return None
+        time.sleep(_SETTLE_PAUSE)
+
+
+def _read(pid: int, name: str) -> bytes:
+    with open(f"/proc/{pid}/{name}", "rb") as f:
+        return f.read()
 
 
 def started(pid: int) -> str:

@@ -35,8 +35,8 @@ def write_json(schema: str, payload: dict[str, Any]) -> None:
     """Machine output: one JSON document on stdout, versioned by ``schema`` (``kernel-symbol-map/<what>/<n>``)."""
     import json  # here, not at the top: every command's start-up imports this module
 
-    json.dump({"schema": schema, **payload}, sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    # One write of the whole text: json.dump's many small writes cost a 10x select a tenth of its run.
+    sys.stdout.write(json.dumps({"schema": schema, **payload}, indent=1) + "\n")
 
 
 def error(message: str) -> None:

@@ -707,6 +707,21 @@ MUTANTS = [
            "            carried = set(ids)\n", "            carried = set()\n",
            ("tests/test_recorder_processes.py::"
             "test_a_process_caught_in_exec_is_read_again_and_one_that_never_settles_may_carry_anything",)),
+    Mutant("29.S3", "a zombie an older kernel reads empty waits to settle, then carries every id",
+           "recorder/spawns.py", "        if proc is None or not proc.live or proc.kernel:",
+           "        if proc is None or proc.kernel:",
+           ("tests/test_recorder_processes.py::"
+            "test_zombies_and_kernel_threads_are_settled_where_the_kernel_reads_them_empty",)),
+    Mutant("29.S4", "a kernel thread an older kernel reads empty waits to settle, then carries every id",
+           "recorder/spawns.py", "        if proc is None or not proc.live or proc.kernel:",
+           "        if proc is None or not proc.live:",
+           ("tests/test_recorder_processes.py::"
+            "test_zombies_and_kernel_threads_are_settled_where_the_kernel_reads_them_empty",)),
+    # the reviewer's: a memo keyed by its offset alone gives a crafted file's shorter window the longer one's
+    Mutant("29.M1", "the memo answers for another window of the same bytes", "readers/_blob.py",
+           "        key = (self._base + offset, self._base + self.size, what)",
+           "        key = (self._base + offset, what)",
+           ("tests/test_one_pass.py::test_a_memo_answers_only_for_the_same_window_and_parameters",)),
 ]
 
 

@@ -56,3 +56,23 @@ def test_a_memo_keeps_no_more_than_its_limit(cuda_corpus: dict[str, Path], monke
     calls = _counting(monkeypatch, fatbin, "_DECOMPRESSORS")
     assert extract._read_and_measure(read_kernels, path) == kept
     assert max(calls.values()) == 2
+
+
+def test_a_memo_answers_only_for_the_same_window_and_parameters(tmp_path: Path) -> None:
+    """Two headers of a crafted file may name the same bytes with other sizes or flags: each is made anew
+    (and fails as it would alone), never given what the other made."""
+    path = tmp_path / "data"
+    path.write_bytes(bytes(range(256)))
+    made: list[object] = []
+
+    def make(window: _blob.Blob, what: object) -> tuple[int, object]:
+        made.append(what)
+        return window.size, what
+
+    with _blob.OpenFile(path, memo=True) as blob:
+        whole, shorter = blob.window(16, 200, "a"), blob.window(16, 100, "b")
+        assert whole.cached(0, "x", lambda: make(whole, "x"), lambda _: 1) == (200, "x")
+        assert whole.cached(0, "x", lambda: make(whole, "x"), lambda _: 1) == (200, "x")  # the memo's
+        assert shorter.cached(0, "x", lambda: make(shorter, "x"), lambda _: 1) == (100, "x")  # its own window
+        assert whole.cached(0, ("x", 2), lambda: make(whole, ("x", 2)), lambda _: 1) == (200, ("x", 2))
+    assert made == ["x", "x", ("x", 2)]

@@ -581,3 +581,27 @@ def test_a_process_caught_in_exec_is_read_again_and_one_that_never_settles_may_c
         if carrier.stdin is not None:
             carrier.stdin.close()
         carrier.wait()
+
+
+def test_zombies_and_kernel_threads_are_settled_where_the_kernel_reads_them_empty(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Older kernels read a zombie's and a kernel thread's environment and command line as empty, as inside
+    exec (this one refuses the read, ESRCH): they are settled at once, and carry nothing."""
+    from kernel_symbol_map.recorder import spawns, tree
+    from kernel_symbol_map.recorder.hook import SPAWN_VARIABLE
+
+    spawn = f"{os.urandom(8).hex()}-1"
+    zombie = subprocess.Popen(["cat"], stdin=subprocess.PIPE, env=dict(os.environ, **{SPAWN_VARIABLE: spawn}))
+    assert zombie.stdin is not None
+    zombie.stdin.close()
+    os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)  # ended, not reaped
+    try:
+        kernel = {pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                  if (p := tree.stat(pid)) is not None and p.kernel}
+        emptied = kernel | {zombie.pid}
+        real = spawns._read
+        monkeypatch.setattr(spawns, "_read", lambda pid, name: b"" if pid in emptied else real(pid, name))
+        monkeypatch.setattr(spawns, "_SETTLE_SECONDS", 0.05)
+        assert spawns.alive({spawn}, set) == set()
+    finally:
+        zombie.wait()

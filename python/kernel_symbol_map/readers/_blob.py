@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import stat
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Protocol, TypeVar
 
 from ..errors import FormatError
@@ -110,13 +110,16 @@ class Blob:
     def startswith(self, magic: bytes) -> bool:
         return self.size >= len(magic) and self._src.pread(self._base, len(magic)) == magic
 
-    def cached(self, offset: int, what: str, make: Callable[[], T], size: Callable[[T], int]) -> T:
+    def cached(self, offset: int, what: Hashable, make: Callable[[], T], size: Callable[[T], int]) -> T:
         """What ``make`` gives for the data at ``offset``, made once per file opened with a memo (else
-        every time); ``size`` says how many bytes keeping it costs."""
+        every time); ``size`` says how many bytes keeping it costs. ``what`` names what is made and every
+        parameter beyond this window's bytes that ``make`` reads (a header's sizes and flags): the key is
+        it, the offset and the window's end, so a crafted file's second header at the same bytes is made
+        anew, and fails as it would have alone."""
         memo = self._src.memo
         if memo is None:
             return make()
-        key = (self._base + offset, what)
+        key = (self._base + offset, self._base + self.size, what)
         if key in memo.made:
             return memo.made[key]  # type: ignore[return-value]
         found = make()

@@ -78,7 +78,8 @@ class FatbinEntry:
             except DecompressError as e:
                 raise blob.error(f"{what}: {e}", self.offset) from None
 
-        return blob.cached(self.offset, "fatbin payload", inflate, len)  # a second walk of the file inflates nothing
+        key = ("fatbin payload", method, self.compressed_size, self.uncompressed_size)
+        return blob.cached(self.offset, key, inflate, len)  # a second walk of the file inflates nothing
 
 
 def is_fatbin(blob: Blob) -> bool:

@@ -158,8 +158,9 @@ def _environ(pid: int) -> bytes | None:
     empty, and ``subprocess.Popen`` has already returned by then.
     Such a process is read again until it settles; one that cleared its
     environment but not its command line (``env -i server``) is settled. A
-    process with no memory (a zombie, a kernel thread, one far into its
-    exit) has no environment to read: OSError, as for another user's.
+    process with no memory (a zombie, a kernel thread) reads as an OSError
+    on recent kernels and as empty on older ones: settled either way; one
+    late in its exit reads empty until it is a zombie.
     """
     deadline = 0.0
     while True:
@@ -167,6 +168,9 @@ def _environ(pid: int) -> bytes | None:
         if environ:
             return environ
         if _read(pid, "cmdline"):
+            return environ
+        proc = tree.stat(pid)
+        if proc is None or not proc.live or proc.kernel:  # gone, a zombie or a kernel thread: settled, empty
             return environ
         now = time.monotonic()
         deadline = deadline or now + _SETTLE_SECONDS

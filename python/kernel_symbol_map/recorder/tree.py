@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
+_PF_KTHREAD = 0x00200000  # include/linux/sched.h: in the flags (stat's ninth field) of a kernel thread
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Proc:
     ppid: int
     start: str  # clock ticks since boot: with the pid, this process and no later one
     live: bool  # not a zombie (a zombie leader whose other threads still run is live)
+    kernel: bool = False  # a kernel thread: it has no memory, so no environment or command line, ever
 
 
 def _prctl(option: int, value: int | ctypes.c_int | ctypes._Pointer) -> int:  # type: ignore[type-arg]
@@ -81,7 +83,8 @@ def stat(pid: int) -> Proc | None:
             data = f.read()
         fields = data[data.rindex(b")") + 2:].split()
         state, threads = fields[0], int(fields[17])
-        return Proc(pid, int(fields[1]), fields[19].decode(), not (state in (b"Z", b"X") and threads <= 1))
+        return Proc(pid, int(fields[1]), fields[19].decode(), not (state in (b"Z", b"X") and threads <= 1),
+                    bool(int(fields[6]) & _PF_KTHREAD))
     except (OSError, ValueError, IndexError):
         return None
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from ..errors import MapError
@@ -64,10 +65,15 @@ def pieces(origin: Origin, arch: str, record: Mapping[str, Any], where: str = ""
     overhead = size - sum(code.values()) - sum(owned.values())
     if overhead < 0:
         raise MapError(f"{where or origin.file}: sizes.{arch}: its kernels' bytes add up to more than its image")
-    out = [Piece(origin, arch, kind, k, n, stored * n // size if size else 0, unit)
+    out = [_new(Piece, (origin, arch, kind, k, n, stored * n // size if size else 0, unit))
            for kind, table in (("code", code), ("owned", owned)) for k, n in table.items()]
-    out.append(Piece(origin, arch, "overhead", "", overhead, stored - sum(p.stored for p in out), unit))
+    out.append(Piece(origin, arch, "overhead", "", overhead, stored - sum(map(_STORED, out)), unit))
     return out
+
+
+_new = tuple.__new__  # a NamedTuple made from its fields' tuple: what Piece(...) makes, without its Python-level __new__
+_STORED = attrgetter("stored")
+_KERNEL = attrgetter("kernel")
 
 
 @dataclass
@@ -232,9 +238,12 @@ def rows(found: Iterable[Piece], by: str) -> list[Row]:
     key = key_of(by)
     slot = {kind: i for i, kind in enumerate(KINDS)}
     sums: dict[str, list[int]] = {}  # key -> bytes per kind, then stored: lists, not Rows, in the loop
-    for p in found:
-        k = key(p)
-        if k is None:
+    found = found if isinstance(found, list) else list(found)
+    # By kernel (the default without a map), a piece's key is its kernel, taken at C speed: the same key as
+    # key_of's, but where that gives None (no kernel, ""), which is left out below alike.
+    keys = map(_KERNEL, found) if by == "kernel" else map(key, found)
+    for k, p in zip(keys, found):
+        if k is None or (k == "" and by == "kernel"):
             continue
         row = sums.get(k)
         if row is None:
@@ -273,7 +282,7 @@ def duplicates(found: Iterable[Piece]) -> list[Duplicate]:
     for p in found:
         if p.kernel and p.origin.source != NOT_IN_MAP:
             per[(p.kernel, p.arch, p.image)] += p.bytes  # a kernel split among its definers is still one copy
-    images = Counter((k, a) for k, a, _ in per)
+    images = Counter(map(itemgetter(0, 1), per))  # (kernel, arch) -> how many images hold it
     twice = {key for key, n in images.items() if n > 1}
     sources: dict[tuple[str, str, str], set[str]] = defaultdict(set)  # only for the duplicates: a second pass
     for p in found if twice else ():

@@ -10,7 +10,7 @@ tail of a module section's prefix (``.nv.info`` itself, ``.nv.global.init``,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import repeat
+from itertools import compress, count, repeat
 
 TEXT = b".text"  # a function's machine code: .text.<function>
 # What comes before ".<name>" in a section of the whole module (.nv.info, .nv.global.init, .nv.uft.entry,
@@ -24,7 +24,9 @@ class Namer:
 
     def __init__(self, functions: Mapping[bytes, str]) -> None:
         self.functions = functions
-        self.dotted = any(b"." in f for f in functions)  # else only the tail after a name's last dot can be one
+        # Else only the tail after a name's last dot can be one. One search of the names joined (by NULs,
+        # which hold no dot) is any(b"." in f for f in functions) without a step per function.
+        self.dotted = b"." in b"\0".join(functions)
 
     def owner(self, name: bytes) -> tuple[int, str | None]:
         """Where the function's name starts in ``name`` (its dot), and the function; (-1, None) if none."""
@@ -41,6 +43,22 @@ class Namer:
         if function is None or name[:at] in MODULE_PREFIXES:
             return -1, None
         return at, function
+
+    def split(self, names: list[bytes]) -> tuple[list[str | None], list[bytes]]:
+        """:meth:`owner` of each of ``names``, in one call: the function (None if none) and what comes
+        before its name, ``name[:at]`` (the section's kind: .text, .nv.info...; where none, anything)."""
+        if self.dotted:
+            found = list(map(self.owner, names))
+            return [f for _, f in found], [name[:at] for name, (at, _) in zip(names, found)]
+        if not names:
+            return [], []
+        # No function's name has a dot: as owner, the tail after the last dot (rpartition's prefix is
+        # name[:at] where there is one), unless a module's prefix (b"": no dot, or only a leading one).
+        prefixes, _, tails = zip(*map(bytes.rpartition, names, repeat(b".")))
+        functions = list(map(self.functions.get, tails))
+        for i in compress(count(), map(MODULE_PREFIXES.__contains__, prefixes)):  # a few a cubin
+            functions[i] = None
+        return functions, list(prefixes)
 
     def owners(self, names: list[bytes], default: str | None = None) -> list[str | None]:
         """``owner(name)[1] or default`` of each of ``names``, in one call (a cubin's every section)."""

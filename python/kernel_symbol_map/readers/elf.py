@@ -187,6 +187,19 @@ class ElfFile:
             raise self.blob.error("a section name runs outside the section name table")
         return raw, names
 
+    def section_columns(self) -> tuple[list[bytes], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """:meth:`headers` by column, checked as it checks them: every section's name (undecoded), type,
+        offset and size, by index, without a tuple per section: for walks of a cubin's thousands of
+        sections that work column by column."""
+        raw, names = self._table
+        if not raw:
+            return [], (), (), ()
+        columns = list(zip(*raw))  # Elf64_Shdr's fields, by column
+        if max(columns[0]) >= len(names) or not names.endswith(b"\0"):  # _checked_names' test, on sh_name alone
+            raise self.blob.error("a section name runs outside the section name table")
+        find = names.find
+        return [names[at : find(b"\0", at)] for at in columns[0]], columns[1], columns[4], columns[5]
+
     def section(self, name: str) -> Section | None:
         """The first section called ``name``, found without decoding the other names."""
         raw, names = self._table
@@ -260,6 +273,26 @@ class ElfFile:
             return rows, [strings[row[0] : end].decode() for row, end in zip(rows, ends)]
         except ValueError:  # UnicodeDecodeError too: the walk names the first name outside its table or
             list(self.iter_symbols(table))  # not UTF-8
+            raise
+
+    def masked_symbols(self, table: Section, other_mask: int) -> tuple[list[tuple[int, int, int, int, int, int]],
+                                                                        list[str]]:
+        """What :meth:`iter_symbols` gives with ``other_mask``, its errors too, without a :class:`Symbol`
+        each: the raw fields of every entry whose ``st_other`` has one of the mask's bits (a cubin's
+        kernels, of its thousands of symbols), as :meth:`symbol_rows` gives them, and their names."""
+        if table.size % Elf64_Sym.size:
+            raise self.blob.error(f"symbol table {table.name} size is not a multiple of 24")
+        data = self.read(table)
+        strings = self.read(self._section(table.link))
+        find, unpack, size = strings.find, Elf64_Sym.unpack_from, Elf64_Sym.size
+        rows = [unpack(data, i * size) for i in _matching(data[_ST_OTHER::size], other_mask)]
+        ends = [find(b"\0", row[0]) for row in rows]  # -1 for a name at or past the table's end too
+        try:
+            if ends and min(ends) < 0:
+                raise ValueError("a name outside its table")
+            return rows, [strings[row[0] : end].decode() for row, end in zip(rows, ends)]
+        except ValueError:  # UnicodeDecodeError too: the walk names the first name outside its table or
+            list(self.iter_symbols(table, other_mask))  # not UTF-8
             raise
 
     def relocations(self, section: Section) -> list[Relocation]:

@@ -31,7 +31,9 @@ stores per object and architecture (``sizes``, format v1, added). Bitcode
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import compress
+from operator import add
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +46,8 @@ from .cuda import STO_CUDA_ENTRY
 from .devicecode import CUDA_SECTIONS, HIP_BUNDLE_SECTION_PREFIX, HIP_SECTION, OFFLOADING_SECTION, cubin_arch
 from .ptxdigest import entry_digests
 from .cubinsections import TEXT, Namer
-from .elf import ET_REL, EM_AMDGPU, EM_CUDA, SHN_UNDEF, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, STT_FUNC, ElfFile, is_elf
+from .elf import (ET_REL, EM_AMDGPU, EM_CUDA, SHN_UNDEF, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, STT_FUNC, ElfFile, Header,
+                  is_elf)
 
 CUBIN, CODE_OBJECT, PTX, BITCODE = "cubin", "code object", "ptx", "bitcode"  # bitcode: with digests only
 
@@ -219,41 +222,36 @@ def cubin(elf: ElfFile, stored: int, arch: str = "", digests: bool = False) -> I
             rows, names = elf.symbol_rows(table) if table else ([], [])
         except FormatError:
             pass  # the walk of the kernels' symbols below meets its error, if one is theirs; kernel_digests the rest
-    if rows is not None and names is not None:
-        kernels = {names[i] for i, r in enumerate(rows) if r[2] & STO_CUDA_ENTRY and r[1] & 0xF == STT_FUNC
-                   and r[3] != SHN_UNDEF}
+    if rows is None or names is None:  # only the STO_CUDA_ENTRY symbols, as iter_symbols(other_mask=) walks them
+        rows, names = elf.masked_symbols(table, STO_CUDA_ENTRY) if table else ([], [])
+        digest_rows = False
     else:
-        kernels = {s.name for s in (elf.iter_symbols(table, other_mask=STO_CUDA_ENTRY) if table else ())
-                   if s.type == STT_FUNC and s.shndx != SHN_UNDEF}
-    namer = Namer({k.encode(): k for k in kernels})  # section names are compared undecoded
-    code: dict[str, int] = {}
-    owned: dict[str, int] = dict.fromkeys(kernels, 0)
-    end = elf.blob.size
+        digest_rows = True
+    kernels = {names[i] for i, r in enumerate(rows) if r[2] & STO_CUDA_ENTRY and r[1] & 0xF == STT_FUNC
+               and r[3] != SHN_UNDEF}
     symbols = owners = None
-    if rows is None or names is None:
-        headers = elf.headers()
+    if not digest_rows:
+        section_names, types, offsets, sizes = elf.section_columns()
     else:  # the headers, and each section's function, as kernel_digests walks them
         full = elf.header_list()
-        headers = [(h.name, h.type, h.offset, h.size) for h in full]
+        columns = list(zip(*full)) or [()] * len(Header._fields)  # Header's fields, by column
+        section_names, types, offsets, sizes = list(columns[0]), columns[1], columns[3], columns[4]
         symbols = CubinSymbols(full, table, rows, names)
         if not symbols.dotted and "" not in kernels and kernels <= symbols.functions.keys():
             # No name has a dot (a section's is the tail after its last), and every kernel is a function:
             # a section's kernel is its function, when that is a kernel.
-            owners = symbols.section_owner
-    for i, (name, kind, offset, size) in enumerate(headers):
-        if kind == SHT_NOBITS:
+            owners = list(map(dict(zip(kernels, kernels)).get, symbols.section_owner))
+    _check_sections(elf.blob, section_names, types, offsets, sizes)
+    if owners is None:
+        owners, prefixes = Namer(dict(zip(map(str.encode, kernels), kernels))).split(section_names)
+    else:  # owners[i] is a function, so its section's name has a dot: rpartition's prefix is name[:at]
+        prefixes = [name.rpartition(b".")[0] for name in section_names]
+    code: dict[str, int] = {}
+    owned: dict[str, int] = dict.fromkeys(kernels, 0)
+    for kernel, prefix, kind, size in zip(owners, prefixes, types, sizes):
+        if kernel is None or kind == SHT_NOBITS:
             continue
-        if offset + size > end:  # a size is a claim: check it
-            elf.blob.check(offset, size, f"section {name.decode(errors='replace')}")
-        if owners is None:
-            at, kernel = namer.owner(name)
-        else:
-            kernel = owners[i] if owners[i] in kernels else None
-            at = name.rfind(b".")
-        if kernel is None:
-            continue
-        prefix = name[:at]  # what the section is, for this kernel: .text, .nv.info, .nv.constant0...
-        if prefix == TEXT:
+        if prefix == TEXT:  # what the section is, for this kernel: .text, .nv.info, .nv.constant0...
             code[kernel] = size
         else:
             owned[kernel] += size
@@ -265,6 +263,19 @@ def cubin(elf: ElfFile, stored: int, arch: str = "", digests: bool = False) -> I
         if digests and elf.type == ET_REL else ""
     return _checked(Image(arch or cubin_arch(elf), CUBIN, elf.blob.size, stored, code,
                           {k: v for k, v in owned.items() if v}, found, relocatable=relocatable), elf.blob)
+
+
+def _check_sections(blob: Blob, names: list[bytes], types: Sequence[int], offsets: Sequence[int],
+                    sizes: Sequence[int]) -> None:
+    """A section's size is a claim: every section with file bytes must lie in the cubin. The largest end
+    of those, found in one pass at C speed, within the cubin: then every one is (the usual case); else the
+    first that runs past is named, as a walk of them in order would."""
+    ends = compress(map(add, offsets, sizes), map(SHT_NOBITS.__ne__, types))  # NOBITS holds no byte
+    if max(ends, default=0) <= blob.size:
+        return
+    for name, kind, offset, size in zip(names, types, offsets, sizes):
+        if kind != SHT_NOBITS and offset + size > blob.size:
+            blob.check(offset, size, f"section {name.decode(errors='replace')}")
 
 
 def code_object(elf: ElfFile, arch: str, stored: int, digests: bool = False) -> Image:

@@ -256,3 +256,17 @@ def test_counts_read_as_english_and_host_links_name_objects(built: tuple[Build, 
 def test_a_build_folder_that_does_not_exist_is_named_so(tmp_path: Path) -> None:
     proc = ksm("build", "--build-dir", str(tmp_path / "buld"))
     assert proc.returncode == 0 and f"{tmp_path / 'buld'}: no such folder" in proc.stderr
+
+
+@pytest.mark.parametrize("doc", [{}, {"schema": "s", "empty": [], "none": None},
+                                 {"items": [1, "é", {"a": [1, 2]}, None, 1.5], "nested": {"k": ["v"]}, "n": -1}])
+def test_machine_output_is_the_document_a_line_per_key_and_per_item(doc: dict[str, Any]) -> None:
+    """``--json`` text: what json.loads reads back is the document; each top-level key, and each item of a
+    top-level list, has a line of its own (grep and diff read it a decision at a time)."""
+    from kernel_symbol_map.cli._output import json_text
+
+    text = json_text(doc)
+    assert json.loads(text) == doc and text.endswith("\n") and text.isascii()
+    lines = text.splitlines()
+    expected = sum(1 + (len(v) + 1 if isinstance(v, list) and v else 0) for v in doc.values())
+    assert len(lines) == (expected + 2 if doc else 1), text

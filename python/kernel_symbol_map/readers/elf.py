@@ -256,36 +256,22 @@ class ElfFile:
             found = self.__dict__["_header_list"] = tuple(self.all_headers())
         return found
 
-    def symbol_rows(self, table: Section) -> tuple[list[tuple[int, int, int, int, int, int]], list[str]]:
+    def symbol_rows(self, table: Section, other_mask: int = 0) -> tuple[list[tuple[int, int, int, int, int, int]],
+                                                                       list[str]]:
         """What :meth:`iter_symbols` gives, its errors too, without a :class:`Symbol` each: every entry's
         raw fields ``(st_name, st_info, st_other, st_shndx, st_value, st_size)``, and its name, each
-        decoded on its own as :meth:`iter_symbols` decodes it (one object per entry)."""
+        decoded on its own as :meth:`iter_symbols` decodes it (one object per entry). With ``other_mask``,
+        only the entries whose ``st_other`` has one of its bits (a cubin's kernels, of its thousands)."""
         if table.size % Elf64_Sym.size:
             raise self.blob.error(f"symbol table {table.name} size is not a multiple of 24")
         data = self.read(table)
         strings = self.read(self._section(table.link))
-        find = strings.find
-        rows = list(Elf64_Sym.iter_unpack(data))
-        ends = [find(b"\0", row[0]) for row in rows]  # -1 for a name at or past the table's end too
-        try:
-            if ends and min(ends) < 0:
-                raise ValueError("a name outside its table")
-            return rows, [strings[row[0] : end].decode() for row, end in zip(rows, ends)]
-        except ValueError:  # UnicodeDecodeError too: the walk names the first name outside its table or
-            list(self.iter_symbols(table))  # not UTF-8
-            raise
-
-    def masked_symbols(self, table: Section, other_mask: int) -> tuple[list[tuple[int, int, int, int, int, int]],
-                                                                        list[str]]:
-        """What :meth:`iter_symbols` gives with ``other_mask``, its errors too, without a :class:`Symbol`
-        each: the raw fields of every entry whose ``st_other`` has one of the mask's bits (a cubin's
-        kernels, of its thousands of symbols), as :meth:`symbol_rows` gives them, and their names."""
-        if table.size % Elf64_Sym.size:
-            raise self.blob.error(f"symbol table {table.name} size is not a multiple of 24")
-        data = self.read(table)
-        strings = self.read(self._section(table.link))
-        find, unpack, size = strings.find, Elf64_Sym.unpack_from, Elf64_Sym.size
-        rows = [unpack(data, i * size) for i in _matching(data[_ST_OTHER::size], other_mask)]
+        find, size = strings.find, Elf64_Sym.size
+        if other_mask:
+            unpack = Elf64_Sym.unpack_from
+            rows = [unpack(data, i * size) for i in _matching(data[_ST_OTHER::size], other_mask)]
+        else:
+            rows = list(Elf64_Sym.iter_unpack(data))
         ends = [find(b"\0", row[0]) for row in rows]  # -1 for a name at or past the table's end too
         try:
             if ends and min(ends) < 0:

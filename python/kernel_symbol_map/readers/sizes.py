@@ -223,7 +223,7 @@ def cubin(elf: ElfFile, stored: int, arch: str = "", digests: bool = False) -> I
         except FormatError:
             pass  # the walk of the kernels' symbols below meets its error, if one is theirs; kernel_digests the rest
     if rows is None or names is None:  # only the STO_CUDA_ENTRY symbols, as iter_symbols(other_mask=) walks them
-        rows, names = elf.masked_symbols(table, STO_CUDA_ENTRY) if table else ([], [])
+        rows, names = elf.symbol_rows(table, STO_CUDA_ENTRY) if table else ([], [])
         digest_rows = False
     else:
         digest_rows = True

@@ -533,3 +533,17 @@ def test_a_map_and_its_libraries_agree_per_target_with_rdc(kernel_builds: dict, 
     assert {"ops", "attention", "rdc_ops"} <= measured.keys()
     assert {t: measured[t] for t in ("ops", "attention", "rdc_ops")} == {t: from_map[t] for t in
                                                                           ("ops", "attention", "rdc_ops")}
+
+
+def test_with_a_dotted_function_name_the_modules_sections_stay_the_modules() -> None:
+    """A name with a dot (clang's ``.omp`` suffixes) makes the walk take every tail: ``.nv.info`` is still
+    the module's beside a function called ``info``, and ``.text.k.omp`` is ``k.omp``'s."""
+    from kernel_symbol_map.readers.cubinsections import Namer
+
+    namer = Namer({b"k.omp": "k.omp", b"info": "info"})
+    assert namer.dotted
+    assert namer.owner(b".nv.info") == (-1, None)
+    assert namer.owner(b".nv.info.info") == (8, "info")
+    assert namer.owner(b".text.k.omp") == (5, "k.omp")
+    assert namer.split([b".nv.info", b".text.k.omp"])[0] == [None, "k.omp"]
+    assert namer.owners([b".nv.info", b".nv.info.info"], "") == ["", "info"]

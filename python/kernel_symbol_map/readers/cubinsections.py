@@ -29,20 +29,15 @@ class Namer:
         self.dotted = b"." in b"\0".join(functions)
 
     def owner(self, name: bytes) -> tuple[int, str | None]:
-        """Where the function's name starts in ``name`` (its dot), and the function; (-1, None) if none."""
-        if self.dotted:
-            at = name.find(b".", 1)
-            while at >= 0:
-                function = self.functions.get(name[at + 1 :])
-                if function is not None and name[:at] not in MODULE_PREFIXES:
-                    return at, function
-                at = name.find(b".", at + 1)
-            return -1, None
-        at = name.rfind(b".")
-        function = self.functions.get(name[at + 1 :]) if at >= 1 else None
-        if function is None or name[:at] in MODULE_PREFIXES:
-            return -1, None
-        return at, function
+        """Where the function's name starts in ``name`` (its dot), and the function; (-1, None) if none. The
+        walk for names with dots: without, :meth:`split` and :meth:`owners` take the last tail at once."""
+        at = name.find(b".", 1)
+        while at >= 0:
+            function = self.functions.get(name[at + 1 :])
+            if function is not None and name[:at] not in MODULE_PREFIXES:
+                return at, function
+            at = name.find(b".", at + 1)
+        return -1, None
 
     def split(self, names: list[bytes]) -> tuple[list[str | None], list[bytes]]:
         """:meth:`owner` of each of ``names``, in one call: the function (None if none) and what comes

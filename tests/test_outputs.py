@@ -270,3 +270,17 @@ def test_machine_output_is_the_document_a_line_per_key_and_per_item(doc: dict[st
     lines = text.splitlines()
     expected = sum(1 + (len(v) + 1 if isinstance(v, list) and v else 0) for v in doc.values())
     assert len(lines) == (expected + 2 if doc else 1), text
+
+
+@pytest.mark.parametrize(("argv", "lines"), [
+    (["shwo", "x"], ["ERROR no command 'shwo'", "TIP did you mean show?"]),
+    (["frobnicate"], ["ERROR no command 'frobnicate'", "TIP kernel-symbol-map --help"]),
+    (["size", "--by", "sources", "x"], ["ERROR size --by has no choice 'sources'", "TIP did you mean source?"]),
+    (["size", "--by=kernal", "x"], ["ERROR size --by has no choice 'kernal'", "TIP did you mean kernel?"]),
+    (["build", "--backend", "zzz"], ["ERROR build --backend has no choice 'zzz'",
+                                     "TIP choose from native, cuobjdump"]),
+])
+def test_a_mistyped_command_or_choice_is_named_with_a_suggestion(argv: list[str], lines: list[str]) -> None:
+    """Issue 30: argparse's "invalid choice" lists every command, or every value, and suggests none."""
+    proc = ksm(*argv)
+    assert proc.returncode == 2 and proc.stderr.splitlines() == lines, proc.stderr

@@ -90,17 +90,37 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
-    """An unknown ``--option`` of the chosen subcommand is a usage error that suggests the closest one."""
+    """A mistyped command, ``--option`` of the chosen command, or value of an option with choices is a usage
+    error that suggests the closest one (argparse would list them all, or none)."""
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     command = _command(argv)
     chosen = sub.choices.get(command) if command else None
-    known = set(parser._option_string_actions) | (set(chosen._option_string_actions) if chosen else set())
-    for arg in argv[: argv.index("--")] if "--" in argv else argv:
-        if arg.startswith("--") and arg.split("=", 1)[0] not in known:
-            name = arg.split("=", 1)[0]
-            import difflib  # only for a mistake: the start-up path stays light
-
-            close = difflib.get_close_matches(name, sorted(k for k in known if k.startswith("--")), n=1)
-            where = f"{command} " if chosen else ""
+    if command is not None and chosen is None:
+        raise _output.UsageError(f"no command {command!r}",
+                                 _closest(command, list(sub.choices), "kernel-symbol-map --help"))
+    known = dict(parser._option_string_actions) | (dict(chosen._option_string_actions) if chosen else {})
+    where = f"{command} " if chosen else ""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    for i, arg in enumerate(words):
+        if not arg.startswith("--"):
+            continue
+        name, given, value = arg.partition("=")
+        action = known.get(name)
+        if action is None:
+            options = sorted(k for k in known if k.startswith("--"))
             raise _output.UsageError(f"{where}has no option {name}",
-                                     f"did you mean {close[0]}?" if close else f"kernel-symbol-map {where}--help")
+                                     _closest(name, options, f"kernel-symbol-map {where}--help"))
+        if action.choices is None or action.nargs is not None or action.type is not None:
+            continue  # a value argparse converts first, or that may be left out, is argparse's to check
+        value = value if given else (words[i + 1] if i + 1 < len(words) else None)
+        if value is not None and value not in action.choices:
+            choices = [str(c) for c in action.choices]
+            raise _output.UsageError(f"{where}{name} has no choice {value!r}",
+                                     _closest(value, choices, f"choose from {', '.join(choices)}"))
+
+
+def _closest(word: str, candidates: list[str], otherwise: str) -> str:
+    import difflib  # only for a mistake: the start-up path stays light
+
+    close = difflib.get_close_matches(word, candidates, n=1)
+    return f"did you mean {close[0]}?" if close else otherwise

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .._commit import resolve_commit
 from ._commands import summary_of
-from ._output import UsageError, warning
+from ._output import UsageError, plural, warning
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     parts.write_jsonl(out, [record])
     shutil.rmtree(folder, ignore_errors=True)
     state = "complete" if record["complete"] else f"INCOMPLETE ({record['reason']})"
-    print(f"kernel_symbol_map: recorded {len(record['kernels'])} kernels from {record['processes']} processes "
+    print(f"kernel_symbol_map: recorded {plural(len(record['kernels']), 'kernel')} from "
+          f"{plural(record['processes'], 'process', 'processes')} "
           f"into {out}: {state}")
     if not record["complete"]:
         warning("an incomplete recording never lets select skip this step's tests")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..errors import KernelSymbolMapError, MapError, MapNotFound
 from ._commands import summary_of
 from ._common import MAP_HELP, default_source_root
-from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, warning, write_json
+from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, plural, warning, write_json
 
 if TYPE_CHECKING:
     from ..consumer.kernelmap import KernelMap
@@ -190,7 +190,7 @@ def _print(selection: Selection, as_json: bool) -> None:
     if selection.fallback:
         print(f"FALLBACK {selection.fallback}: {selection.fallback_why}")
     for v in (v for v in selection.verdicts.values() if v.by not in ("map", "emitted")):  # those say it per test
-        runs = "every test" if v.by == "everything" else f"{len(v.tests)} tests"
+        runs = "every test" if v.by == "everything" else plural(len(v.tests), "test")
         print(f"FILE {v.path} [{v.by}, {runs}]: {v.why}")
     for d in selection.decisions:
         print(f"{'RUN ' if d.run else 'SKIP'} {d.test}: {d.why}")

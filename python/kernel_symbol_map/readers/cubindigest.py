@@ -75,7 +75,6 @@ EIATTR_EXTERNS = 0x0F  # every u32 is a symbol index
 CallEdge = struct.Struct("<II")
 # .debug_frame (DWARF CFI): a u32 length, or 0xffffffff and a u64 length; then the CIE id or pointer.
 U32 = struct.Struct("<I")
-U64 = struct.Struct("<Q")
 _HEAD64 = struct.Struct("<IQQ")  # a 64-bit record's 0xffffffff, length and CIE id or pointer
 CIE_IDS = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
 
@@ -156,14 +155,13 @@ class _Cubin(CubinSymbols):
     def __init__(self, elf: ElfFile, symbols: CubinSymbols | None = None) -> None:
         self.elf = elf
         if symbols is None:
-            headers = elf.header_list()
-            self.raw = elf.blob.read(0, elf.blob.size, "cubin")  # sliced per section: one read, not one each
+            headers = elf.header_list()  # first: its errors before the symbols' (the order they always had)
             table = elf.symbol_table(SHT_SYMTAB)
             rows, names = elf.symbol_rows(table) if table else ([], [])
             CubinSymbols.__init__(self, headers, table, rows, names)
         else:
             self.__dict__.update(symbols.__dict__)
-            self.raw = elf.blob.read(0, elf.blob.size, "cubin")
+        self.raw = elf.blob.read(0, elf.blob.size, "cubin")  # sliced per section: one read, not one each
 
     def node_of(self, function: str) -> str:
         """A function's node: the function its section is named for (nvcc clones callees into a kernel's
@@ -422,7 +420,7 @@ def _frame_records(data: bytes) -> list[tuple[int, int, int, int, bool]] | None:
     """``(start, end, where the CIE id or pointer is, its size, is a CIE)`` of each record; None if one
     runs past the section."""
     records = []
-    at, size, unpack32, unpack64, head64 = 0, len(data), U32.unpack_from, U64.unpack_from, _HEAD64.unpack_from
+    at, size, unpack32, head64 = 0, len(data), U32.unpack_from, _HEAD64.unpack_from
     while at < size:
         if at + _HEAD64.size <= size:  # room for a 64-bit record's head: read at once
             first, length, cie_id = head64(data, at)
@@ -431,29 +429,20 @@ def _frame_records(data: bytes) -> list[tuple[int, int, int, int, bool]] | None:
                 end = head + length
                 if length < 8 or end > size:
                     return None
-                records.append((at, end, head, 8, cie_id == 0xFFFFFFFFFFFFFFFF or cie_id == 0xFFFFFFFF))
+                records.append((at, end, head, 8, cie_id in CIE_IDS))
                 at = end
                 continue
         if at + 4 > size:
             return None
         (length,) = unpack32(data, at)
-        if length == 0xFFFFFFFF:
-            if at + 12 > size:
-                return None
-            (length,) = unpack64(data, at + 4)
-            head = at + 12
-            end = head + length
-            if length < 8 or end > size:
-                return None
-            (cie_id,) = unpack64(data, head)
-            records.append((at, end, head, 8, cie_id == 0xFFFFFFFFFFFFFFFF or cie_id == 0xFFFFFFFF))
-        else:
-            head = at + 4
-            end = head + length
-            if length < 4 or end > size:
-                return None
-            (cie_id,) = unpack32(data, head)
-            records.append((at, end, head, 4, cie_id == 0xFFFFFFFF))
+        if length == 0xFFFFFFFF:  # a 64-bit record needs 20 bytes at least (its head, a length >= 8): none left
+            return None
+        head = at + 4
+        end = head + length
+        if length < 4 or end > size:
+            return None
+        (cie_id,) = unpack32(data, head)
+        records.append((at, end, head, 4, cie_id == 0xFFFFFFFF))
         at = end
     return records
 

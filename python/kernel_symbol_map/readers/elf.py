@@ -167,15 +167,8 @@ class ElfFile:
     def sections(self) -> tuple[Section, ...]:
         return tuple(self._section(i) for i in range(len(self._table[0])))
 
-    def headers(self) -> list[tuple[bytes, int, int, int]]:
-        """``(name, type, offset, size)`` of every section, the name left undecoded: for walks over the
-        thousands of sections of a cubin, where a :class:`Section` each costs more than the walk."""
-        raw, names = self._checked_names()
-        find = names.find
-        return [(names[h[0]:find(b"\0", h[0])], h[1], h[4], h[5]) for h in raw]
-
     def all_headers(self) -> list[Header]:
-        """Every section header with all its fields, by index; names checked as :meth:`headers` does."""
+        """Every section header with all its fields, by index; names checked as :meth:`section_columns` does."""
         raw, names = self._checked_names()
         find = names.find
         return [_new(Header, (names[h[0]:find(b"\0", h[0])], h[1], h[2], h[4], h[5], h[6], h[7], h[8], h[9]))
@@ -188,15 +181,12 @@ class ElfFile:
         return raw, names
 
     def section_columns(self) -> tuple[list[bytes], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        """:meth:`headers` by column, checked as it checks them: every section's name (undecoded), type,
-        offset and size, by index, without a tuple per section: for walks of a cubin's thousands of
-        sections that work column by column."""
-        raw, names = self._table
+        """Every section's name (undecoded), type, offset and size, by column and by index: for walks of a
+        cubin's thousands of sections, where a :class:`Section`, or a tuple, each costs more than the walk."""
+        raw, names = self._checked_names()
         if not raw:
             return [], (), (), ()
         columns = list(zip(*raw))  # Elf64_Shdr's fields, by column
-        if max(columns[0]) >= len(names) or not names.endswith(b"\0"):  # _checked_names' test, on sh_name alone
-            raise self.blob.error("a section name runs outside the section name table")
         find = names.find
         return [names[at : find(b"\0", at)] for at in columns[0]], columns[1], columns[4], columns[5]
 

@@ -1,14 +1,14 @@
 """The package's layers import one way: read every import with ``ast`` and check the rules.
 
 Layers are the package's sub-folders; ``errors``, ``_version``, ``_statefile``, ``_graph``,
-``_atomic``, ``_commit`` and ``cmakedir`` are shared by all. The rules (README, "Layout"):
+``_atomic``, ``_commit``, ``_words`` and ``cmakedir`` are shared by all. The rules (README, "Layout"):
 
 - ``readers`` and ``buildtree`` import nothing of ``producer``, ``consumer``
   or ``cli``, nor of each other;
 - ``mapformat`` imports only ``errors``, ``_atomic`` and ``_commit``;
-- ``consumer`` imports only ``mapformat``, ``errors`` and ``_graph``;
+- ``consumer`` imports only ``mapformat``, ``errors``, ``_graph`` and ``_words``;
 - ``producer`` imports neither ``consumer`` nor ``cli``;
-- ``recorder`` imports only ``mapformat`` (for the commit), ``errors`` and ``_atomic``;
+- ``recorder`` imports only ``mapformat`` (for the commit), ``errors``, ``_atomic`` and ``_words``;
 - nothing imports ``cli`` except ``__main__``;
 - no layer imports the package's face (``kernel_symbol_map/__init__.py``).
 """
@@ -22,7 +22,7 @@ import pytest
 
 PACKAGE = "kernel_symbol_map"
 ROOT = Path(__file__).resolve().parents[1] / "python" / PACKAGE
-SHARED = {"errors", "_version", "_statefile", "_atomic", "cmakedir", "_graph", "_commit"}
+SHARED = {"errors", "_version", "_statefile", "_atomic", "cmakedir", "_graph", "_commit", "_words"}
 LAYERS = {"readers", "buildtree", "mapformat", "producer", "consumer", "recorder", "cli"}
 
 # layer -> the other parts of the package it may import (itself always allowed)
@@ -30,9 +30,9 @@ ALLOWED: dict[str, set[str]] = {
     "readers": SHARED,
     "buildtree": SHARED,
     "mapformat": {"errors", "_atomic", "_commit"},
-    "consumer": {"mapformat", "errors", "_graph"},
+    "consumer": {"mapformat", "errors", "_graph", "_words"},
     "producer": SHARED | {"readers", "buildtree", "mapformat"},
-    "recorder": {"errors", "_atomic", "mapformat"},
+    "recorder": {"errors", "_atomic", "mapformat", "_words"},
     "cli": SHARED | {"readers", "buildtree", "mapformat", "producer", "consumer", "recorder"},
     # shared modules stay at the bottom
     "errors": set(),
@@ -42,6 +42,7 @@ ALLOWED: dict[str, set[str]] = {
     "_commit": set(),
     "cmakedir": {"errors"},
     "_graph": set(),
+    "_words": set(),
     # the package's face names the public API lazily; __main__ runs the CLI
     "__init__": SHARED | {"readers", "consumer"},
     "__main__": {"cli"},

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .._words import plural as plural  # re-exported: the commands import it from here
 from ..errors import KernelSymbolMapError
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
@@ -24,11 +25,6 @@ def _use_colour() -> bool:
 def _say(prefix: str, colour: str, message: str) -> None:
     label = f"\33[{colour}m{prefix}\33[0m" if _use_colour() else prefix
     print(f"{label} {message}", file=sys.stderr)
-
-
-def plural(count: int, noun: str, many: str | None = None) -> str:
-    """``1 object``, ``2 objects``: counts people read."""
-    return f"{count} {noun if count == 1 else (many or noun + 's')}"
 
 
 def write_json(schema: str, payload: dict[str, Any]) -> None:

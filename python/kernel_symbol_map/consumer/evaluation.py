@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._words import plural
 from ..errors import KernelSymbolMapError
 from .junit import Result, junit_key, unprefixed
 
@@ -96,8 +97,8 @@ class Evaluation:
                 "**kernel-symbol-map shadow run: cannot tell whether there is a miss**" if self.cannot_tell else
                 "**kernel-symbol-map shadow run: no miss**").format(n=len(self.misses),
                                                                      es="" if len(self.misses) == 1 else "es")
-        saved = f"{self.seconds_skipped:.0f} s of {self.seconds_total:.0f} s" if self.seconds_total else "0 s"
-        lines = [head, "", f"The selection would have skipped {len(self.skipped)} of {self.ran} tests "
+        saved = f"{_seconds(self.seconds_skipped)} of {_seconds(self.seconds_total)}" if self.seconds_total else "0 s"
+        lines = [head, "", f"The selection would have skipped {len(self.skipped)} of {plural(self.ran, 'test')} "
                  f"({self.skip_fraction:.0%}), saving {saved}."]
         if self.fallback:
             lines.append(f"It fell back (`{self.fallback}`): every test it knew would have run.")
@@ -116,6 +117,11 @@ class Evaluation:
             changed = ", ".join(f"`{c}`" for c in self.changed[:10]) + (" ..." if len(self.changed) > 10 else "")
             lines += ["", f"Changed files: {changed or '(none)'}"]
         return "\n".join(lines) + "\n"
+
+
+def _seconds(seconds: float) -> str:
+    """A duration to two significant digits or more: 3.5 s of 4.7 s is not "4 s of 5 s"."""
+    return f"{seconds:.1f} s" if seconds < 9.95 else f"{seconds:.0f} s"
 
 
 def _count(count: int, one: str, many: str) -> str:

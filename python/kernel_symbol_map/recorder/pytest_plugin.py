@@ -46,6 +46,7 @@ from typing import Any
 
 import pytest
 
+from .._words import plural
 from . import hook, parts, timeline
 from .outcomes import Outcomes
 from .pycoverage import ROOT_VARIABLE
@@ -308,7 +309,7 @@ class KernelSelect:
         if self.problem:
             terminalreporter.write_line(f"kernel_symbol_map: --kernel-select {self.problem}")
         elif self.deselected or not self.skip:
-            terminalreporter.write_line(f"kernel_symbol_map: --kernel-select skipped {self.deselected} tests "
+            terminalreporter.write_line(f"kernel_symbol_map: --kernel-select skipped {plural(self.deselected, 'test')} "
                                         f"({self.why}; {self.path})")
         else:  # an xdist controller: its workers deselected
             terminalreporter.write_line(f"kernel_symbol_map: --kernel-select skipped the tests of {self.path}'s "

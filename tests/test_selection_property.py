@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -218,7 +219,7 @@ def _rules(draw: st.DrawFn, world: dict, files: list[str], changed: list[str]) -
         globs_per_rule += [[path] for path in changed]
     rules = []
     for globs in globs_per_rule or [["csrc/**"]]:
-        spec = pathspec.PathSpec.from_lines("gitwildmatch", globs)
+        spec = pathspec.PathSpec.from_lines(GitIgnoreSpecPattern, globs)
         tests = set().union(*(reachable(world, [f]) for f in files if spec.match_file(f)))
         tests |= set(draw(st.lists(st.sampled_from(sorted(world["tests"])), max_size=1)))
         rules.append({"paths": globs, "tests": sorted(tests) or [sorted(world["tests"])[0]]})

@@ -6,8 +6,13 @@ of every rule that matches it, and none at all when those rules name none
 rule matches is not theirs to decide.
 
 Globs are git's (gitignore syntax, through ``pathspec``): ``*`` stays within a
-path segment, ``**`` crosses segments, and a glob without a ``/`` matches a file
-name at any depth. A test pattern matches a test (a pytest node id, or a CI
+path segment, ``**`` crosses segments, a glob without a ``/`` matches a file
+name at any depth, and a glob that matches a folder matches everything under it
+(``csrc/*`` matches ``csrc/moe/x.cu``, as git ignores all of ``csrc/moe/``).
+Each glob is pathspec's ``GitIgnoreSpecPattern``: what its deprecated name
+``gitwildmatch`` meant, pattern for pattern, so no rule matched differently
+when pathspec 1.0 renamed it (``gitignore``'s basic pattern does not match
+inside a matched folder). tests/test_rules_globs.py holds the semantics. A test pattern matches a test (a pytest node id, or a CI
 step's name) that is:
 
 * the pattern itself (``tests/test_a.py::test_x``, ``kernels-A``);
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pathspec
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from ..errors import KernelSymbolMapError
 
@@ -66,7 +72,7 @@ class StaticRules:
                     raise KernelSymbolMapError(f"{where}: rules[{i}].{key} must be {kind}")
             for glob in (*rule["paths"], *(t for t in rule["tests"] if _GLOB & set(t))):
                 try:
-                    pathspec.PathSpec.from_lines("gitwildmatch", [glob])
+                    pathspec.PathSpec.from_lines(GitIgnoreSpecPattern, [glob])
                 except (ValueError, TypeError, re.error) as e:  # pathspec compiles globs with re
                     raise KernelSymbolMapError(f"{where}: rules[{i}]: bad glob {glob!r} ({e})") from None
             rules.append((tuple(rule["paths"]), tuple(rule["tests"])))
@@ -74,7 +80,7 @@ class StaticRules:
 
     @cached_property
     def _specs(self) -> list[tuple[pathspec.PathSpec, tuple[str, ...]]]:
-        return [(pathspec.PathSpec.from_lines("gitwildmatch", globs), tests) for globs, tests in self.rules]
+        return [(pathspec.PathSpec.from_lines(GitIgnoreSpecPattern, globs), tests) for globs, tests in self.rules]
 
     def for_file(self, path: str, canonical: Callable[[str], str] | None = None) -> tuple[str, ...] | None:
         """The test patterns the rules name for ``path``, or None when some spelling of it matches no rule.
@@ -118,7 +124,7 @@ class Patterns:
 
     @cached_property
     def _globs(self) -> pathspec.PathSpec:
-        return pathspec.PathSpec.from_lines("gitwildmatch", [p for p in self.patterns if _GLOB & set(p)])
+        return pathspec.PathSpec.from_lines(GitIgnoreSpecPattern, [p for p in self.patterns if _GLOB & set(p)])
 
     def __contains__(self, test: object) -> bool:
         if not isinstance(test, str):

@@ -1,0 +1,81 @@
+"""The rules' glob semantics, pinned (issue 30, item 9).
+
+Rules decide which tests a change skips, so the meaning of a glob must not
+move when pathspec renames or reworks its patterns: pathspec 1.0 deprecated
+``gitwildmatch`` and its ``gitignore`` basic pattern no longer matches inside
+a matched folder (``csrc/*`` and ``csrc/moe/x.cu``). This table is git's
+meaning, as ``gitwildmatch`` had it; a pathspec release that changes any row
+fails here before it can change a selection.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from kernel_symbol_map.consumer.rules import Patterns, StaticRules
+
+# (glob, path, matched)
+GLOBS = [
+    ("*.cu", "x.cu", True),
+    ("*.cu", "csrc/moe/x.cu", True),  # no "/": a file name at any depth
+    ("csrc/*.cu", "csrc/x.cu", True),
+    ("csrc/*.cu", "csrc/moe/x.cu", False),  # "*" stays within a segment
+    ("csrc/*", "csrc/moe/x.cu", True),  # csrc/moe matched: everything under it
+    ("csrc/**", "csrc/a/b/c.cuh", True),
+    ("csrc/", "csrc/a/x.cu", True),
+    ("csrc/", "csrc", False),  # a folder glob: a file named csrc is not it
+    ("**/attn.cu", "attn.cu", True),
+    ("**/attn.cu", "csrc/attention/attn.cu", True),
+    ("csrc/**/*.cuh", "csrc/a/b/c.cuh", True),
+    ("csrc/**/*.cuh", "csrc/c.cuh", True),
+    ("/csrc/x.cu", "csrc/x.cu", True),
+    ("/x.cu", "csrc/x.cu", False),  # a leading "/" anchors at the top
+    ("a/**/b", "a/x/y/b", True),
+    ("cs?c/x.cu", "csrc/x.cu", True),
+    ("[ab]*.py", "a.py", True),
+    ("[ab]*.py", "c.py", False),
+    ("docs", "docs/index.md", True),
+    ("tests/test_*.py", "tests/sub/test_a.py", False),
+]
+# (globs of one rule, path, matched): later negations win, as in a .gitignore
+NEGATIONS = [
+    (("*.cu", "!csrc/x.cu"), "csrc/x.cu", False),
+    (("*.cu", "!csrc/x.cu"), "csrc/y.cu", True),
+    (("csrc/**", "!csrc/"), "csrc/x.cu", False),
+    (("!csrc/x.cu", "*.cu"), "csrc/x.cu", True),
+]
+
+
+def rules_of(globs: tuple[str, ...]) -> StaticRules:
+    return StaticRules(((globs, ("tests/test_k.py",)),))
+
+
+@pytest.mark.parametrize(("glob", "path", "matched"), GLOBS)
+def test_a_rule_glob_means_what_git_means(glob: str, path: str, matched: bool) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pathspec's own deprecations too: we call its current API
+        found = rules_of((glob,)).for_file(path)
+    assert (found is not None) == matched, (glob, path)
+
+
+@pytest.mark.parametrize(("globs", "path", "matched"), NEGATIONS)
+def test_a_negated_glob_later_in_a_rule_takes_the_path_back(globs: tuple[str, ...], path: str, matched: bool) -> None:
+    assert (rules_of(globs).for_file(path) is not None) == matched
+
+
+@pytest.mark.parametrize(("glob", "path", "matched"), [g for g in GLOBS if set("*?[") & set(g[0])])
+def test_a_test_pattern_glob_matches_test_files_the_same_way(glob: str, path: str, matched: bool) -> None:
+    """A test pattern with a glob character matches a test's file as a rule's glob matches a path (a
+    pattern without one names tests and what nests under them: not a glob)."""
+    assert (f"{path}::test_x" in Patterns((glob,))) == matched
+
+
+def test_a_bad_glob_is_one_error_naming_it(tmp_path) -> None:
+    from kernel_symbol_map.errors import KernelSymbolMapError
+
+    bad = tmp_path / "rules.json"
+    bad.write_text('{"rules": [{"paths": ["csrc/[z-a].cu"], "tests": []}]}')
+    with pytest.raises(KernelSymbolMapError, match=r"rules\[0\]: bad glob 'csrc/\[z-a\]\.cu'"):
+        StaticRules.read(bad)

@@ -11,7 +11,32 @@ from typing import Any
 from .._words import plural as plural  # re-exported: the commands import it from here
 from ..errors import KernelSymbolMapError
 
-EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
+# The exit-code contract, one for every command (README, "Exit codes": tests/test_exit_codes.py keeps the two alike).
+EXIT_OK = 0  # done: every input read, the answer complete
+EXIT_INPUT = 1  # an input (file, map, folder, tool) is not there, cannot be read or holds no evidence; or a check failed
+EXIT_USAGE = 2  # the command line is wrong as written; nothing was read
+EXIT_CANNOT_TELL = 3  # evaluate: the results and the selection do not line up
+EXIT_NOT_EXECUTABLE = 126  # record: COMMAND is there but cannot be run (as env, nice and timeout exit)
+EXIT_NOT_FOUND = 127  # record: COMMAND is not there
+EXIT_SIGNAL = 128  # record: COMMAND killed by signal N exits 128 + N, as a shell reports it
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
+
+# (code, meaning): the README's table, row for row.
+EXIT_CODES = (
+    (str(EXIT_OK), "done: every input was read and the answer is complete"),
+    (str(EXIT_INPUT), "an input (a file, map, folder or tool such as `--cuobjdump`) is not there, cannot be read "
+     "or holds no evidence; or a check failed: `symbols --cross-check` differs, `size --max-mb` is exceeded, "
+     "`validate` finds a problem, `evaluate` finds a miss, `select --strict` fell back, `diff` of two projects' "
+     "maps. `build` and `merge` write a map that says why and exit 0 instead, unless `--strict`"),
+    (str(EXIT_USAGE), "usage: an unknown command, option or choice, a missing or malformed argument, options "
+     "that do not go together; nothing was read"),
+    (str(EXIT_CANNOT_TELL), "`evaluate` cannot tell whether there is a miss"),
+    ("N", "`record -- COMMAND`: COMMAND's own status"),
+    (str(EXIT_NOT_EXECUTABLE), "`record`: COMMAND is there but cannot be run"),
+    (str(EXIT_NOT_FOUND), "`record`: COMMAND is not found"),
+    (f"{EXIT_SIGNAL}+N", "`record`: COMMAND was killed by signal N"),
+    (str(EXIT_INTERRUPTED), "interrupted (Ctrl-C)"),
+)
 
 
 def _use_colour() -> bool:
@@ -89,10 +114,12 @@ def reporting_errors() -> Iterator[Status]:
         status.code = EXIT_USAGE
     except KernelSymbolMapError as e:
         error(str(e))
+        if getattr(e, "hint", None):  # an input error may say how to fix it too (a missing tool)
+            tip(e.hint)  # type: ignore[attr-defined]
         status.code = EXIT_INPUT
     except BrokenPipeError:  # `| head` closed stdout: stop quietly, as coreutils do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         status.code = EXIT_INPUT
     except KeyboardInterrupt:
         error("interrupted")
-        status.code = 130
+        status.code = EXIT_INTERRUPTED

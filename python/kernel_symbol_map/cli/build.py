@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,23 +80,26 @@ def build_dirs_under(root: Path) -> list[Path]:
 
 
 def _summary(args: argparse.Namespace, out: Path, size: int, stats: dict, reason: str | None,
-             up_to_date: bool = False) -> None:
+             checked: float | None = None) -> None:
+    """``checked``: an up-to-date run's own seconds; ``stats`` (and its seconds) are then the last build's."""
     if args.json:
-        write_json(JSON_SCHEMA, {"out": str(out), "bytes": size, "up_to_date": up_to_date, "evidence": not reason,
-                                 "reason": reason, "stats": stats})
+        extra = {} if checked is None else {"checked_seconds": checked}
+        write_json(JSON_SCHEMA, {"out": str(out), "bytes": size, "up_to_date": checked is not None,
+                                 "evidence": not reason, "reason": reason, "stats": stats, **extra})
     else:
-        print(  # what the build compiled, then what the map holds (nothing when it failed closed)
-            f"kernel_symbol_map: wrote {out} ({size // 1024} KiB): {plural(stats['objects'], 'object')} compiled; "
-            f"the map holds {plural(stats['device_objects'], 'device object')} and "
-            f"{plural(stats['symbols'], 'symbol')}; {plural(stats['errors'], 'error')}, {stats['seconds']} s"
-            f"{' (up to date)' if up_to_date else ''}",
-            flush=True,
-        )
+        # What the build compiled, then what the map holds (nothing when it failed closed); an up-to-date run
+        # wrote nothing, and its time is this check's, not the last build's.
+        done = (f"wrote {out}" if checked is None else f"nothing to do (up to date): {out}") + f" ({size // 1024} KiB)"
+        took = f"{stats['seconds']} s" if checked is None else f"checked in {checked:.2f} s"
+        print(f"kernel_symbol_map: {done}: {plural(stats['objects'], 'object')} compiled; "
+              f"the map holds {plural(stats['device_objects'], 'device object')} and "
+              f"{plural(stats['symbols'], 'symbol')}; {plural(stats['errors'], 'error')}, {took}", flush=True)
     if reason:
         error(f"no evidence in {out}: {reason}")
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
     mirrors = _mirrors(args.mirror)  # usage errors first
     build_dirs = [b.resolve() for b in (args.build_dirs or build_dirs_under(args.build_root))]
     not_trees = [b for b in build_dirs if not (b / "CMakeCache.txt").is_file()]
@@ -119,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     if use_cache:
         last = cache.up_to_date(build_dirs[0], tool, fingerprint_options, out)
         if last is not None:
-            _summary(args, out, out.stat().st_size, last["stats"], last.get("reason"), up_to_date=True)
+            _summary(args, out, out.stat().st_size, last["stats"], last.get("reason"),
+                     checked=round(time.perf_counter() - started, 2))
             return EXIT_INPUT if args.strict and last.get("reason") else EXIT_OK
     return _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use_cache, mirrors)
 
@@ -155,9 +160,13 @@ def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use
 
     reader = {}
     if args.backend == "cuobjdump":
+        from ..errors import ToolError
         from .symbols import cuobjdump_backend
 
-        reader = {"read": cuobjdump_backend(args.cuobjdump).read_kernels}
+        try:
+            reader = {"read": cuobjdump_backend(args.cuobjdump).read_kernels}
+        except ToolError as e:  # no reader, no evidence: a map that says why, as any failed run (not a crash)
+            return _no_evidence(args, out, commit, f"the cuobjdump backend cannot run: {e}", getattr(e, "hint", None))
     options = Options(
         build_dirs=tuple(build_dirs), out=out, source_root=root, targets=tuple(args.targets),
         exclude_targets=tuple(args.exclude_targets), backend=args.backend,
@@ -174,9 +183,7 @@ def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use
         # The one broad except (see house style): a bug must not fail the user's
         # build, and must never leave a partial map. It becomes a map with a reason.
         error(f"internal error, writing a map with no evidence: {e!r}")
-        document = build_map(Options(build_dirs=(), out=out, commit=commit, use_cache=False)).document
-        document["incomplete"] = True
-        document["reason"] = f"internal error in kernel-symbol-map: {e!r}"
+        return _no_evidence(args, out, commit, f"internal error in kernel-symbol-map: {e!r}")
     size = mapformat.write(document, out)
     reason = document.get("reason")
     _summary(args, out, size, document["stats"], reason)
@@ -187,3 +194,18 @@ def _extract(args, build_dirs, out, root, commit, tool, fingerprint_options, use
         run_print = cache.fingerprint(extraction.inputs, extraction.deps, fingerprint_options, out)
         cache.remember_run(build_dirs[0], tool, run_print, {"stats": document["stats"], "reason": reason})
     return EXIT_INPUT if args.strict and reason else EXIT_OK
+
+
+def _no_evidence(args: argparse.Namespace, out: Path, commit: str, reason: str, hint: str | None = None) -> int:
+    """Write a map that holds no evidence and says why; exit as build does (0, unless --strict)."""
+    from .. import mapformat
+    from ..producer.extract import Options, build_map
+
+    document = build_map(Options(build_dirs=(), out=out, commit=commit, use_cache=False)).document
+    document["incomplete"] = True
+    document["reason"] = reason
+    size = mapformat.write(document, out)
+    _summary(args, out, size, document["stats"], reason)
+    if hint:
+        tip(hint)
+    return EXIT_INPUT if args.strict else EXIT_OK

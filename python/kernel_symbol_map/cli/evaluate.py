@@ -9,11 +9,9 @@ from pathlib import Path
 
 from ..errors import KernelSymbolMapError
 from ._commands import summary_of
-from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, plural, tip, write_json
-
-# The results and the selection do not line up (a skipped test is not in them, and a failure names no selected
-# test): not a miss found (1), not a usage error (2), and never "no miss" (0).
-EXIT_CANNOT_TELL = 3
+# EXIT_CANNOT_TELL: the results and the selection do not line up (a skipped test is not in them, and a failure
+# names no selected test): not a miss found (1), not a usage error (2), and never "no miss" (0).
+from ._output import EXIT_CANNOT_TELL, EXIT_INPUT, EXIT_OK, UsageError, error, plural, tip, write_json
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -92,7 +90,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             tip("the results may come from another rootdir, or another --junit-prefix, than the selection's node ids")
     return EXIT_INPUT if found.misses else EXIT_CANNOT_TELL if found.cannot_tell else EXIT_OK
-
 
 
 def _write(path: Path, text: str) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
 from ._commands import summary_of
-from ._output import EXIT_INPUT, EXIT_OK, UsageError, error
+from ._output import EXIT_INPUT, EXIT_OK, error
 
 if TYPE_CHECKING:
     from ..readers.cuobjdump import Cuobjdump
@@ -23,7 +23,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "symbols",
         help=summary_of("symbols"),
         description="Print each file's unique kernel entry symbols, sorted. "
-        "Exit 0 when every input was read, 1 when some input is unreadable, 2 on usage errors.",
+        "Exit 0 when every input was read, 1 when some input (or cuobjdump) is missing or unreadable, or "
+        "--cross-check finds a difference, 2 on usage errors.",
         allow_abbrev=False,
     )
     p.add_argument("paths", nargs="+", metavar="PATH")
@@ -45,17 +46,18 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def cuobjdump_backend(explicit: str | None) -> Cuobjdump:
-    """The cuobjdump backend, or a usage error that says how to install cuobjdump."""
-    from ..readers.cuobjdump import Cuobjdump
-
+    """The cuobjdump backend, or a ToolError (exit 1: a tool is an input) naming what is missing."""
     from ..buildtree.toolchain import find_cuobjdump
+    from ..errors import ToolError
+    from ..readers.cuobjdump import Cuobjdump, unusable
 
     exe = find_cuobjdump(explicit)
-    if exe is None:
-        raise UsageError(
-            "cuobjdump not found",
-            "install it with `pip install nvidia-cuda-cuobjdump`, or pass --cuobjdump",
-        )
+    why = "not found" if exe is None else unusable(exe)
+    if why is not None:
+        problem = ToolError([exe or "cuobjdump"], why)
+        problem.hint = ("install it with `pip install nvidia-cuda-cuobjdump`, or pass --cuobjdump"  # type: ignore[attr-defined]
+                        if explicit is None else "--cuobjdump names the cuobjdump to run: a path, or a name on PATH")
+        raise problem
     return Cuobjdump(exe)
 
 

@@ -133,6 +133,24 @@ def _ptx_arch(arch: str) -> str:
     return arch.replace("sm_", "compute_", 1)
 
 
+def unusable(executable: str) -> str | None:
+    """Why ``executable`` (a path, or a name on ``PATH``) cannot be run, or None when it can.
+
+    Checked once, before any input: a cuobjdump that cannot start would fail on
+    every file alike, which a cross-check would report as the readers differing.
+    """
+    import shutil
+
+    found = executable if os.sep in executable else shutil.which(executable)
+    if found is None or not os.path.exists(found):
+        return "not found"
+    if os.path.isdir(found):
+        return "a folder, not a program"
+    if not os.access(found, os.X_OK):
+        return "not executable"
+    return None
+
+
 class Cuobjdump:
     """Runs one cuobjdump binary; :meth:`read_kernels` returns the same :class:`Result` as the native reader."""
 

@@ -4,6 +4,11 @@
 kernels whose device code differs in some architecture, by the maps' digests.
 Maps without digests (or of two schemes, or by other compilers) say so and list
 no changed kernels.
+
+Two maps are of one project when they share a target or a source: the map
+names no project, and a diff of two projects' maps would list every kernel as
+added and removed, an answer that looks like one. That, or a map without
+evidence, is an ERROR and exit 1, with nothing on stdout.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from ._commands import summary_of
+from ..errors import MapError
 from ._output import EXIT_OK, plural, write_json
 
 if TYPE_CHECKING:
@@ -61,10 +67,25 @@ def compare(old: KernelMap, new: KernelMap) -> dict[str, Any]:
     }
 
 
+def comparable(old: KernelMap, new: KernelMap) -> None:
+    """Raise when the two maps cannot be diffed: one holds no evidence, or they are of two projects."""
+    for kmap in (old, new):
+        if not kmap.has_evidence:
+            raise MapError(f"no evidence in {kmap.where}: {kmap.reason}; nothing to compare")
+    targets = [{o["target"] for o in m.objects} for m in (old, new)]
+    sources = [{o["source"] for o in m.objects} for m in (old, new)]
+    if not (targets[0] & targets[1]) and not (sources[0] & sources[1]):
+        raise MapError(f"{old.where} and {new.where} are maps of different projects: no target or source in "
+                       f"common (targets {', '.join(sorted(targets[0])[:3])} against "
+                       f"{', '.join(sorted(targets[1])[:3])}); diff compares two builds of one project")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..consumer.kernelmap import load
 
-    result = compare(load(args.old), load(args.new))
+    old, new = load(args.old), load(args.new)
+    comparable(old, new)
+    result = compare(old, new)
     if args.json:
         write_json(JSON_SCHEMA, result)
         return EXIT_OK

@@ -4,7 +4,9 @@ The command runs with the recording variables set; the ``.pth`` hook starts
 CUPTI in every Python process below it (``subprocess``, ``multiprocessing``
 spawn and fork). When it exits, each process's part file is merged into
 ``OUT/<step>.jsonl``, one record that ``select`` reads. The exit status is
-the command's, so a CI step still fails when its tests do.
+the command's, so a CI step still fails when its tests do; a command that
+cannot be started exits 127 (not found) or 126 (not executable), as ``env``,
+``nice`` and ``timeout`` do, and writes no recording (nothing ran).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from .._commit import resolve_commit
 from ._commands import summary_of
-from ._output import UsageError, plural, warning
+from ._output import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_SIGNAL, UsageError, error, plural, warning
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -54,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
         proc = subprocess.Popen(command, env=env)
     except OSError as e:
         shutil.rmtree(folder, ignore_errors=True)
-        raise UsageError(f"cannot run {command[0]}: {e.strerror or e}") from None
+        missing = isinstance(e, FileNotFoundError)
+        error(f"cannot run {command[0]}: {'not found' if missing else e.strerror or e}; no recording written")
+        return EXIT_NOT_FOUND if missing else EXIT_NOT_EXECUTABLE
     try:
         code = proc.wait()
     except KeyboardInterrupt:
@@ -76,4 +80,4 @@ def run(args: argparse.Namespace) -> int:
           f"into {out}: {state}")
     if not record["complete"]:
         warning("an incomplete recording never lets select skip this step's tests")
-    return code if code >= 0 else 128 - code
+    return code if code >= 0 else EXIT_SIGNAL - code

@@ -7,16 +7,17 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from ._commands import summary_of
-from ._output import EXIT_OK, plural, write_json
+from ._output import EXIT_INPUT, EXIT_OK, error, plural, write_json
 
 JSON_SCHEMA = "kernel-symbol-map/show/1"
+EXAMPLES = 10  # errors listed of a map without evidence; the rest are counted
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "show", help=summary_of("show"),
         description="Summarise a map: its commit, build and counts; then per target, each source's kernels, "
-        "deps and most shared project headers. A map without evidence says why.",
+        "deps and most shared project headers. A map without evidence says why, and exits 1 (as query and size).",
         allow_abbrev=False,
     )
     p.add_argument("map", metavar="MAP", help="map file, wheel, folder holding one, or installed package")
@@ -60,7 +61,8 @@ def summary(doc: dict[str, Any], headers: int) -> dict[str, Any]:
         "errors": stats.get("errors", len(doc["errors"])) if isinstance(stats, dict) else len(doc["errors"]),
         "evidence": "reason" not in doc and bool(objects),
         "reason": doc.get("reason"),
-        "error_examples": [{"object": e.get("object"), "error": e.get("error")} for e in doc["errors"][:10]],
+        "error_examples": [{"object": e.get("object"), "error": e.get("error")} for e in doc["errors"][:EXAMPLES]],
+        "error_examples_left_out": max(0, len(doc["errors"]) - EXAMPLES),
         "not_built": dict(Counter(e.get("target", "?") for e in doc["errors"] if str(e.get("error", "")).startswith(
             "not built"))),
         "third_party": doc.get("third_party", []),
@@ -78,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     found = summary(doc, args.headers)
     if args.json:
         write_json(JSON_SCHEMA, {"map": where, **found})
-        return EXIT_OK
+        return _evidence(found, where)
     print(f"{where}: version {doc['version']}, commit {found['commit'] or '(none)'}, "
           f"{found['backend']} {found['cuda']}".rstrip())
     print(f"  generated {found['generated_at']} by {found['tool'] or '?'} from {', '.join(found['build_dirs'])}"
@@ -96,7 +98,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"    {target}: {plural(n, 'object')} not built")
         for e in found["error_examples"]:
             print(f"    {e['object']}: {e['error']}")
-        return EXIT_OK
+        if found["error_examples_left_out"]:
+            print(f"    ... and {plural(found['error_examples_left_out'], 'more error')} (the map's `errors` lists "
+                  "them all)")
+        return _evidence(found, where)
     for t in found["targets"]:
         print(f"\n{t['target']}: {plural(t['objects'], 'object')}, {plural(t['kernels'], 'kernel')}")
         for e in t["sources"]:
@@ -106,3 +111,11 @@ def run(args: argparse.Namespace) -> int:
             top = f"; top headers: {', '.join(e['top_headers'])}" if e["top_headers"] else ""
             print(f"  {e['source']}{kind}: {plural(e['kernels'], 'kernel')}, {plural(e['deps'], 'dep')}{top}")
     return EXIT_OK
+
+
+def _evidence(found: dict[str, Any], where: str) -> int:
+    """A map without evidence is an input that answers nothing: exit 1, as query and size do."""
+    if found["evidence"]:
+        return EXIT_OK
+    error(f"no evidence in {where}: {found['reason'] or 'the map lists no objects'}")
+    return EXIT_INPUT

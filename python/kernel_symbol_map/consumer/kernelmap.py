@@ -10,26 +10,21 @@ no symbols is "host", by an object with an error "unknown"; a map with a
 
 from __future__ import annotations
 
-import importlib.machinery
-import io
+import logging
 import os
-import shutil
-import subprocess
-import sys
-import zipfile
-import zlib
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from .. import mapformat
-from ..errors import MapError, MapNotFound
-
-MAP_NAME = "kernel_symbol_map.json.gz"
-
+from ..errors import MapError
+from . import inputs
+from .inputs import MAP_NAME  # noqa: F401 - its first home: importers keep it
+# The names people read live in .names; these stay importable from here, where they were.
+from .names import demangle, demangle_fast, family, full, name_of, short_name, unversioned
 
 @dataclass(frozen=True)
 class Link:
@@ -313,232 +308,31 @@ def load(source: str | os.PathLike[str]) -> KernelMap:
 
 
 def read_document(source: str | os.PathLike[str], *, validated: bool = True) -> tuple[Any, str]:
-    """The map document ``source`` names, and where it was found; every command reads maps through here.
+    """The map document ``source`` names (any spelling :func:`inputs.resolve` takes), and where it was
+    found; every command reads maps through here. A spelling that named several files is logged with
+    the one chosen (the command line prints it as a NOTE).
 
     ``validated=False`` returns what decodes, for ``validate`` to report every problem.
     """
-    raw, where = _locate(os.fspath(source))
+    found = inputs.resolve(os.fspath(source))
+    if found.how:
+        logging.getLogger(__name__).info("%s: %s", found.spelled, found.how)
+    raw, where = inputs.map_bytes(found)
     document = mapformat.decode_bytes(raw, where)
     if validated:
         mapformat.validate(document, where)
     return document, where
 
 
-def _locate(source: str) -> tuple[bytes, str]:
-    """(the gzipped map's bytes, where they came from) for each spelling ``load`` accepts.
-
-    A path is tried first. A bare name that is not a map path names an installed
-    package, found on ``sys.path`` without the current folder, so that a project
-    folder of the same name never shadows it.
-    """
-    path = Path(source)
-    if path.is_file():
-        return _from_wheel(path) if is_wheel(path) else (_read(path), source)
-    looked = []
-    if path.is_dir():
-        inside = path / MAP_NAME
-        if inside.is_file():
-            return _read(inside), str(inside)
-        wheels = sorted(w for w in path.glob("*.whl") if w.is_file())
-        if len(wheels) == 1:
-            return _from_wheel(wheels[0])
-        if len(wheels) > 1:
-            raise MapError(f"{source}: a folder with {len(wheels)} wheels; name the one to read")
-        looked.append(f"the folder holds no {MAP_NAME} and no wheel")
-    if source.isidentifier():
-        found = _package_map(source)
-        if found is not None:
-            return found
-        looked.append("no installed package of that name ships one")
-    elif not path.exists():
-        looked.append("no such file or folder")
-    raise MapNotFound(f"{source}: not a map ({'; '.join(looked)}); give a {MAP_NAME}, a wheel, a folder "
-                      "holding one, or an installed package's name")
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as e:
-        raise MapError(f"{path}: {e.strerror or e}") from None
-
-
-def is_wheel(path: Path) -> bool:
-    """A ``.whl``, or any zip archive: what ``load`` and ``size`` open as a wheel."""
-    if path.suffix == ".whl":
-        return True
-    try:
-        with path.open("rb") as f:
-            return f.read(4) == b"PK\x03\x04"
-    except OSError:
-        return False
-
-
-def _package_map(name: str) -> tuple[bytes, str] | None:
-    """The map an installed package ships, found without the current folder on the path."""
-    here = {"", os.getcwd()}
-    spec = importlib.machinery.PathFinder.find_spec(name, [p for p in sys.path if p not in here])
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        candidate = Path(folder) / MAP_NAME
-        if candidate.is_file():
-            return _read(candidate), f"{name}/{MAP_NAME}"
-    return None
-
-
-def _from_wheel(wheel: Path) -> tuple[bytes, str]:
-    try:
-        with zipfile.ZipFile(wheel) as z:
-            members = wheel_members(z, wheel, lambda n: n.endswith("/" + MAP_NAME) or n == MAP_NAME)
-            if not members:
-                raise MapNotFound(f"{wheel}: the wheel ships no {MAP_NAME}")
-            if len(members) > 1:
-                raise MapError(f"{wheel}: holds {len(members)} {MAP_NAME} files, expected one")
-            (info,) = members
-            if info.file_size > mapformat.MAX_JSON:  # the map is gzip: far smaller than its JSON
-                raise MapError(f"{wheel}!{info.filename}: larger than any map")
-            data = io.BytesIO()
-            copy_member(z, info, data, wheel)
-            return data.getvalue(), f"{wheel}!{info.filename}"
-    except WHEEL_ERRORS as e:
-        raise MapError(f"{wheel}: not a readable wheel ({e})") from None
-
-
-# A wheel's members are bounded by their headers before any is inflated, and again while streaming (issue 26).
-# Real wheels fit: vLLM's (336 MB) has a few thousand members, its largest library a few hundred MB
-# inflated; cuBLASLt's .so is 515 MB; shared libraries deflate 2-5x. A zip bomb (2.5 GiB of zeros in
-# 2.6 MB, 1,000x) is refused at once, with nothing written.
-WHEEL_MAX_MEMBERS = 100_000  # members listed in the central directory
-WHEEL_MAX_MEMBER = 4 << 30  # bytes one member inflates to (zip's own limit without zip64)
-WHEEL_MAX_TOTAL = 16 << 30  # bytes the members read inflate to, together
-WHEEL_MAX_RATIO = 256  # inflated bytes per stored byte, past the first MiB (deflate can reach 1,032x)
-
-
-def member_bound(info: zipfile.ZipInfo) -> int:
-    """The most bytes ``info`` may inflate to: :data:`WHEEL_MAX_RATIO` times what it stores (plus 1 MiB),
-    :data:`WHEEL_MAX_MEMBER` at most."""
-    return min(WHEEL_MAX_MEMBER, WHEEL_MAX_RATIO * info.compress_size + (1 << 20))
-
-
-def wheel_members(z: zipfile.ZipFile, wheel: Path, wanted: Callable[[str], bool]) -> list[zipfile.ZipInfo]:
-    """The files of ``z`` whose names are ``wanted``, checked by their headers before any is inflated: a
-    :class:`MapError` naming the first member past a bound (count, ratio, bytes)."""
-    infos = z.infolist()
-    if len(infos) > WHEEL_MAX_MEMBERS:
-        raise MapError(f"{wheel}: {len(infos):,} members, more than a wheel holds ({WHEEL_MAX_MEMBERS:,})")
-    chosen = [i for i in infos if not i.is_dir() and wanted(i.filename)]
-    for info in chosen:
-        if info.file_size > member_bound(info):
-            raise MapError(f"{wheel}!{info.filename}: claims {info.file_size:,} bytes from {info.compress_size:,} "
-                           f"(more than {WHEEL_MAX_RATIO}x, or {WHEEL_MAX_MEMBER >> 30} GiB): a zip bomb, not read")
-    total = sum(i.file_size for i in chosen)
-    if total > WHEEL_MAX_TOTAL:
-        raise MapError(f"{wheel}: its members claim {total:,} bytes together, more than "
-                       f"{WHEEL_MAX_TOTAL >> 30} GiB: not read")
-    return chosen
-
-
-def copy_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, into: BinaryIO, wheel: Path) -> None:
-    """Inflate ``info`` into ``into`` a MiB at a time, stopping past :func:`member_bound` (zipfile itself
-    stops at the header's size and checks the CRC; this holds whatever the header says)."""
-    bound, copied = member_bound(info), 0
-    with z.open(info) as src:
-        while chunk := src.read(1 << 20):
-            copied += len(chunk)
-            if copied > bound:
-                raise MapError(f"{wheel}!{info.filename}: inflates past {bound:,} bytes ({WHEEL_MAX_RATIO}x its "
-                               f"{info.compress_size:,}): a zip bomb, not read")
-            into.write(chunk)
-
-
-# What zipfile raises on a damaged wheel: RuntimeError for an encrypted member, zlib.error for a corrupt one.
-WHEEL_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError,
-                RuntimeError, zlib.error)
-
-
-@lru_cache(maxsize=4096)
-def demangle(symbol: str) -> str:
-    """For people only: cu++filt where present, else the C++ runtime's demangler."""
-    tool = shutil.which("cu++filt")
-    if tool:
-        try:
-            out = subprocess.run([tool, symbol], capture_output=True, text=True, timeout=10, check=False)
-            if out.returncode == 0 and out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return demangle_fast(symbol)
-
-
-def demangle_fast(symbol: str) -> str:
-    """The C++ runtime's demangler in this process (for every kernel of a map at once); mangled on failure."""
-    try:
-        import cxxfilt
-
-        return cxxfilt.demangle(symbol)
-    except Exception:  # noqa: BLE001 - cxxfilt raises its own types; a name we cannot demangle stays mangled
-        return symbol
-
-
-def family(demangled: str) -> str:
-    """A demangled kernel's qualified name without return type, template arguments or parameters.
-
-    ``void ns::scale_kernel<float>(float*, int)`` is ``ns::scale_kernel``: the
-    family every instantiation of one template kernel shares.
-    """
-    depth, out = 0, []
-    for c in _name(demangled):  # drop template arguments at every level of the qualified name
-        if c == "<":
-            depth += 1
-        elif c == ">":
-            depth -= 1
-        elif depth == 0:
-            out.append(c)
-    return "".join(out)
-
-
-def short_name(demangled: str) -> str:
-    """``ns::scale_kernel<float>`` of ``void ns::scale_kernel<float>(float*, int)``: for labels."""
-    return _name(demangled)
-
-
-def _name(demangled: str) -> str:
-    """``ns::scale_kernel<float>`` of ``void ns::scale_kernel<float>(float*, int)``.
-
-    Written by hand: no kept library parses demangled C++ names, and only
-    brackets matter here. The parameter list is the first ``(`` outside
-    template arguments; a function template's return type comes first,
-    before a space outside them.
-    """
-    depth, cut, space, i = 0, len(demangled), -1, 0
-    while i < len(demangled):
-        c = demangled[i]
-        if demangled.startswith(ANONYMOUS, i):  # a name, not a parameter list: step over it whole
-            i += len(ANONYMOUS)
-            continue
-        if c == "<":
-            depth += 1
-        elif c == ">":
-            depth -= 1
-        elif depth == 0 and c == "(" and i:
-            cut = i
-            break
-        elif depth == 0 and c == " ":
-            space = i
-        i += 1
-    return demangled[space + 1 : cut]
-
-
-ANONYMOUS = "(anonymous namespace)"
-
-
 def kernels_named(kmap: KernelMap, name: str) -> list[str]:
     """The map's mangled kernels a person's ``name`` means: the whole demangled name, the name with its
     template arguments (``ns::scale_kernel<float>``), its family (``ns::scale_kernel``), or the family's
-    last part (``scale_kernel``)."""
+    last part (``scale_kernel``); each with or without CUB's and Thrust's version namespaces."""
     found = []
     for symbol in sorted(kmap.symbols):
-        full = demangle_fast(symbol)
-        fam = family(full)
-        if name in (full, _name(full), fam) or fam.endswith("::" + name):
+        whole = full(symbol)
+        fam = family(whole)
+        if name in (whole, name_of(whole), name_of(unversioned(whole)), short_name(whole), fam) \
+                or fam.endswith("::" + name):
             found.append(symbol)
     return found

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from ..errors import MapError
 from ..mapformat import sizes as map_sizes
-from .kernelmap import demangle_fast, family
+from .names import demangle_fast, family
 
 KINDS = ("code", "owned", "overhead", "ptx")
 BY = ("source", "target", "kernel", "family", "arch", "kind", "file")

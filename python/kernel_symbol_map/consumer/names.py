@@ -58,6 +58,7 @@ def demangle_fast(symbol: str) -> str:
     return full(symbol)
 
 
+@lru_cache(maxsize=_CACHE)
 def readable(symbol: str, width: int | None = WIDTH) -> str:
     """The short demangled name a person reads: no return type or parameters, no version namespaces,
     template argument lists folded to ``<...>`` (the deepest first) until it fits ``width`` (:data:`WIDTH`
@@ -150,59 +151,59 @@ def unversioned(demangled: str) -> str:
 
 
 def _fitted(name: str, width: int) -> str:
-    """``name`` with its template argument lists folded, the deepest level first, until it fits ``width``
-    (or every level is folded)."""
+    """``name`` with its template argument lists folded at the deepest level that makes it fit ``width``
+    (folding a level folds every list inside it too), or at the outermost when none does."""
+    if len(name) <= width:
+        return name
     spans = _template_spans(name)
     for level in range(max((d for _, _, d in spans), default=0), 0, -1):
-        if len(name) <= width:
-            break
-        name = _fold(name, [(a, b) for a, b, d in spans if d == level])
-        spans = _template_spans(name)
+        chosen = [(a, b) for a, b, d in spans if d == level]
+        if level == 1 or len(name) - sum(_saved(a, b) for a, b in chosen) <= width:
+            return _fold(name, chosen)
     return name
 
 
 def _folds(name: str) -> list[str]:
     """``name`` and each of its folds, one level more at a time: every label :func:`readable` can print."""
-    forms = [name]
     spans = _template_spans(name)
-    for level in range(max((d for _, _, d in spans), default=0), 0, -1):
-        forms.append(_fold(forms[-1], [(a, b) for a, b, d in _template_spans(forms[-1]) if d == level]))
-    return forms
+    levels = range(max((d for _, _, d in spans), default=0), 0, -1)
+    return [name, *(_fold(name, [(a, b) for a, b, d in spans if d == level]) for level in levels)]
+
+
+def _saved(start: int, end: int) -> int:
+    """The characters folding the list from ``start`` to ``end`` saves (none for one of ``<int>``'s size)."""
+    return max(0, end - start + 1 - len(FOLDED))
 
 
 def _fold(name: str, spans: list[tuple[int, int]]) -> str:
-    """``name`` with each of ``spans`` (the indices of a ``<`` and its ``>``) written ``<...>``; a list of
-    three characters or fewer (``<int>``) is as short as its fold, and kept."""
+    """``name`` with each of ``spans`` (the indices of a ``<`` and its ``>``, in order, none inside
+    another) written ``<...>``; a list no longer than its fold (``<int>``) is kept."""
     out, at = [], 0
     for start, end in spans:
-        if end - start - 1 > len(FOLDED) - 2:
+        if _saved(start, end):
             out += [name[at:start], FOLDED]
             at = end + 1
     return "".join(out) + name[at:]
 
 
 def _template_spans(name: str) -> list[tuple[int, int, int]]:
-    """(the ``<``, its ``>``, the nesting depth from 1) of every template argument list of ``name``; none
-    when the brackets do not balance, so an odd name is cut, never folded wrong.
+    """(the ``<``, its ``>``, the nesting depth from 1) of every template argument list of ``name``, in
+    order; none when the brackets do not balance, so an odd name is cut, never folded wrong.
 
     ``operator<``, ``operator>>`` and ``operator->`` are names, not brackets.
     """
-    spans, open_at, i = [], [], 0
-    while i < len(name):
-        c = name[i]
-        if name.startswith("operator", i) and (i == 0 or not (name[i - 1].isalnum() or name[i - 1] == "_")):
-            i += len("operator")
-            while i < len(name) and name[i] in "<>=-":
-                i += 1
-            continue
-        if c == "<":
-            open_at.append(i)
-        elif c == ">":
+    spans, open_at = [], []
+    for m in _BRACKETS.finditer(name):  # only the brackets: cuBLASLt's names run to 9,000 characters
+        if m.group() == "<":
+            open_at.append(m.start())
+        elif m.group() == ">":
             if not open_at:
                 return []
-            spans.append((open_at.pop(), i, len(open_at) + 1))
-        i += 1
+            spans.append((open_at.pop(), m.start(), len(open_at) + 1))
     return sorted(spans) if not open_at else []
+
+
+_BRACKETS = regex.compile(r"(?<![\w])operator[<>=-]*|[<>]")
 
 
 def _name(demangled: str) -> str:
@@ -213,12 +214,9 @@ def _name(demangled: str) -> str:
     template arguments; a function template's return type comes first,
     before a space outside them.
     """
-    depth, cut, space, i = 0, len(demangled), -1, 0
-    while i < len(demangled):
-        c = demangled[i]
-        if demangled.startswith(ANONYMOUS, i):  # a name, not a parameter list: step over it whole
-            i += len(ANONYMOUS)
-            continue
+    depth, cut, space = 0, len(demangled), -1
+    for m in _NAME_MARKS.finditer(demangled):  # an (anonymous namespace) is a name, not a parameter list
+        c, i = m.group(), m.start()
         if c == "<":
             depth += 1
         elif c == ">":
@@ -228,8 +226,10 @@ def _name(demangled: str) -> str:
             break
         elif depth == 0 and c == " ":
             space = i
-        i += 1
     return demangled[space + 1 : cut]
+
+
+_NAME_MARKS = regex.compile(regex.escape(ANONYMOUS) + r"|[<>( ]")
 
 
 def _leading_name(symbol: str) -> str:

@@ -50,12 +50,15 @@ Variables:
   ``Python3_EXECUTABLE``, or the interpreter whose environment holds this
   package.
 
-Retrofit, without editing a project (CMake 3.24+)::
+Retrofit, without editing a project (CMake 3.24+): scikit-build-core 1.1+ does it
+by itself when ``kernel-symbol-map`` is in ``build-system.requires``; elsewhere::
 
   cmake -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=$(python -m kernel_symbol_map --cmake-include) ...
 
 runs ``KernelSymbolMapTopLevelInclude.cmake`` at the project's first
-``project()``: it finds this package and calls ``kernel_symbol_map()``.
+``project()``. At the end of the top-level ``CMakeLists.txt`` it calls
+``kernel_symbol_map()``, unless the project called it itself, enables no CUDA
+or HIP language, or sets ``KERNEL_SYMBOL_MAP_RETROFIT`` to ``OFF``.
 #]=======================================================================]
 
 set(_KernelSymbolMap_DIR "${CMAKE_CURRENT_LIST_DIR}")
@@ -162,11 +165,20 @@ function(kernel_symbol_map)
     get_filename_component(original "${original}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
     list(APPEND mirror_args "--mirror=${copy}=${original}")
   endwhile()
+  # Who calls, for "called twice": the retrofit names itself; a project's call, its file and line.
+  if(_KernelSymbolMap_CALLER)
+    set(caller "${_KernelSymbolMap_CALLER}")
+  else()
+    _kernel_symbol_map_call_site("${CMAKE_CURRENT_LIST_FILE}" caller)
+  endif()
   get_property(called GLOBAL PROPERTY _KERNEL_SYMBOL_MAP_CALLED)
   if(called)
-    message(FATAL_ERROR "kernel_symbol_map(): called twice; call it once and list every target in TARGETS")
+    if(NOT called STREQUAL caller)  # one file making both calls names its lines once
+      string(APPEND called " and ${caller}")
+    endif()
+    message(FATAL_ERROR "kernel_symbol_map(): called twice, ${called}; call it once and list every target in TARGETS")
   endif()
-  set_property(GLOBAL PROPERTY _KERNEL_SYMBOL_MAP_CALLED TRUE)
+  set_property(GLOBAL PROPERTY _KERNEL_SYMBOL_MAP_CALLED "${caller}")
 
   _kernel_symbol_map_python(python)
   if(NOT python)
@@ -231,12 +243,44 @@ endif()" COMPONENT "${component}")
   endforeach()
 
   # Targets may be defined after this call: finish at the end of the top-level directory.
+  # The interpreter's environment is decided here, in the caller's scope, not at the end.
   cmake_language(EVAL CODE "
     cmake_language(DEFER DIRECTORY [[${CMAKE_SOURCE_DIR}]] CALL _kernel_symbol_map_finish
-      [[${python}]] [[${ARG_OUTPUT}]] [[${ARG_STRICT}]] [[${ARG_TARGETS}]] [[${mirror_args}]])")
+      [[${python}]] [[${python_env}]] [[${ARG_OUTPUT}]] [[${ARG_STRICT}]] [[${ARG_TARGETS}]] [[${mirror_args}]])")
 endfunction()
 
-function(_kernel_symbol_map_finish python output strict targets mirror_args)
+# "at <file>:<line>[,<line>...]": the lines of <file> that call kernel_symbol_map() (CMake tells a
+# function its caller's file, not the line); "at <file>" when a wrapper defined elsewhere called it.
+function(_kernel_symbol_map_call_site file out)
+  set(${out} "at ${file}" PARENT_SCOPE)
+  if(NOT EXISTS "${file}")
+    return()
+  endif()
+  file(READ "${file}" text)
+  string(REGEX MATCHALL "(^|\n)[ \t]*kernel_symbol_map[ \t]*\\(" calls "${text}")
+  set(lines "")
+  set(line 1)  # the line the rest of the text starts on
+  foreach(call IN LISTS calls)
+    string(FIND "${text}" "${call}" at)
+    string(SUBSTRING "${text}" 0 ${at} before)
+    string(REGEX MATCHALL "\n" newlines "${before}")
+    list(LENGTH newlines n)
+    math(EXPR line "${line} + ${n}")
+    if(call MATCHES "^\n")
+      math(EXPR line "${line} + 1")
+    endif()
+    list(APPEND lines ${line})
+    string(LENGTH "${call}" length)
+    math(EXPR rest "${at} + ${length}")
+    string(SUBSTRING "${text}" ${rest} -1 text)
+  endforeach()
+  if(lines)
+    list(JOIN lines "," lines)
+    set(${out} "at ${file}:${lines}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+function(_kernel_symbol_map_finish python python_env output strict targets mirror_args)
   set(selected "")
   set(excluded "")
   if(targets)
@@ -281,7 +325,6 @@ function(_kernel_symbol_map_finish python output strict targets mirror_args)
   if(strict)
     set(strict_flag "--strict")
   endif()
-  _kernel_symbol_map_python_env(python_env)
   set(command "${CMAKE_COMMAND}" -E env ${python_env} KERNEL_SYMBOL_MAP_INSIDE_BUILD=1
     "${python}" -m kernel_symbol_map build --build-dir "${CMAKE_BINARY_DIR}"
     --source-root "${CMAKE_SOURCE_DIR}" --out "${output}" --config "$<CONFIG>" ${strict_flag} ${mirror_args})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,9 @@ from ._common import MAP_HELP, default_source_root
 from ._output import EXIT_INPUT, EXIT_OK, tip, write_json
 
 JSON_SCHEMA = "kernel-symbol-map/query/1"
+# An item spelled like a file (a map spells paths with /) is only ever a file: as a pattern, `scan.cu`
+# would match `scan_cumsum`; a backslash is a regex's.
+PATH_LIKE = re.compile(r"/|\.(cu|cuh|c|cc|cpp|cxx|h|hh|hpp|hxx|inl|inc|py)$")
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -19,16 +24,21 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "query", help=summary_of("query"),
         description="For a source or header: the kernels it reaches and through which objects. For a kernel "
         "(mangled, as CUPTI reports it, or demangled: 'ns::scale_kernel<float>', 'scale_kernel'): the "
-        "sources, targets and objects that define it. An item that matches neither gets the closest names. "
-        "Exit 1 when the map holds no evidence.",
+        "sources, targets and objects that define it. A kernel item that names none exactly is a pattern: "
+        "every kernel whose demangled name contains it, or that it matches as a regex (so a functor finds "
+        "the library kernels instantiated with it). An item that matches nothing gets the closest names. "
+        "Kernels print as short demangled names (--mangled: in full). Exit 1 when the map holds no evidence.",
         epilog="examples:\n  kernel-symbol-map query dist/my_pkg-1.0.whl csrc/attention/attn.cu\n"
-        "  kernel-symbol-map query build/kernel_symbol_map.json.gz scale_kernel --demangle",
+        "  kernel-symbol-map query build/kernel_symbol_map.json.gz scale_kernel --demangle\n"
+        "  kernel-symbol-map query build/kernel_symbol_map.json.gz process_cube_op 'DeviceReduce.*Kernel'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
     p.add_argument("map", metavar="MAP", help=MAP_HELP)
     p.add_argument("items", nargs="+", metavar="FILE|KERNEL")
-    p.add_argument("--demangle", action="store_true", help="also print demangled names (joins stay mangled)")
+    p.add_argument("--demangle", action="store_true", help="also print each kernel's whole demangled name")
+    p.add_argument("--mangled", action="store_true",
+                   help="print kernels by their mangled names, in full (joins always use them; --json has them)")
     p.add_argument("--source-root", type=Path,
                    help="the project relative paths are in (default: the git top level of ., as select)")
     p.add_argument("--build-dir", action="append", default=[], type=Path, metavar="DIR",
@@ -38,9 +48,9 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _kernel_answer(kmap: Any, symbol: str, asked: str) -> dict[str, Any]:
-    from ..consumer.kernelmap import demangle
+    from ..consumer.names import full
 
-    answer = {"symbol": symbol, "demangled": demangle(symbol),
+    answer = {"symbol": symbol, "demangled": full(symbol),
               "sources": [{"source": o.source, "target": o.target, "object": o.object}
                           for o in kmap.sources_for(symbol)]}
     if asked != symbol:
@@ -50,9 +60,9 @@ def _kernel_answer(kmap: Any, symbol: str, asked: str) -> dict[str, Any]:
 
 def _closest(kmap: Any, item: str) -> list[str]:
     """What a person may have meant: kernel families and the map's paths that look like ``item``."""
-    from ..consumer.kernelmap import demangle_fast, family
+    from ..consumer.names import family, full
 
-    names = {family(demangle_fast(s)) for s in kmap.symbols}
+    names = {family(full(s)) for s in kmap.symbols}
     names |= {n.rsplit("::", 1)[-1] for n in names}
     paths = {p for o in kmap.objects for p in (o["source"], *o["deps"]) if not p.startswith("/")}
     return difflib.get_close_matches(item, sorted(names | paths), n=5, cutoff=0.6)
@@ -60,7 +70,7 @@ def _closest(kmap: Any, item: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from ..consumer.canonical import Canonical
-    from ..consumer.kernelmap import kernels_named, load
+    from ..consumer.kernelmap import load
 
     kmap = load(args.map)
     canonical = Canonical(args.source_root or default_source_root(), args.build_dir)
@@ -71,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             answers.append(_kernel_answer(kmap, item, item))
             continue
         (reach,) = kmap.reach(item, canonical=canonical)
-        named = kernels_named(kmap, item) if reach.status == "not-in-map" else []
+        named = _kernels_meant(kmap, item) if reach.status == "not-in-map" else []
         if named:
             answers += [_kernel_answer(kmap, symbol, item) for symbol in named]
             continue
@@ -85,23 +95,45 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json(JSON_SCHEMA, {"map": kmap.where, "evidence": kmap.has_evidence, "answers": answers})
     else:
-        _print(answers, args.demangle)
+        _print(answers, args.demangle, args.mangled)
     for a in unmatched if kmap.has_evidence else []:
-        tip(f"{a['path']}: neither a file of the map nor a kernel it defines (kernels: mangled, or demangled "
-            f"as 'ns::name<T>' or 'name'); closest: {', '.join(a['closest']) or 'none'}")
+        tip(f"{a['path']}: neither a file of the map nor a kernel it defines (kernels: mangled, demangled "
+            f"as 'ns::name<T>' or 'name', or a part of a demangled name); closest: {', '.join(a['closest']) or 'none'}")
     return EXIT_INPUT if not kmap.has_evidence else EXIT_OK
 
 
-def _print(answers: list[dict[str, Any]], demangled: bool) -> None:
-    from ..consumer.kernelmap import demangle
+def _kernels_meant(kmap: Any, item: str) -> list[str]:
+    """The kernels ``item`` names (see ``kernels_named``), else those it matches as a pattern of their
+    demangled names; none for an item spelled like a file, or a blank one (it would match every kernel)."""
+    from ..consumer.kernelmap import kernels_named
+    from ..consumer.names import name_filter
 
+    named = kernels_named(kmap, item)
+    if named or not item.strip() or PATH_LIKE.search(item):
+        return named
+    return sorted(filter(name_filter(item), kmap.symbols))
+
+
+def _print(answers: list[dict[str, Any]], demangled: bool, mangled: bool) -> None:
+    from ..consumer.names import full, readable
+
+    label = (lambda s: s) if mangled else readable
     for a in answers:
         if "symbol" in a:
             asked = f" (matched {a['asked']!r})" if "asked" in a else ""
-            print(f"{a['symbol']}{asked}" + (f"  [{a['demangled']}]" if demangled else ""))
+            print(f"{label(a['symbol'])}{asked}" + (f"  [{a['demangled']}]" if demangled else ""))
             for s in a["sources"]:
                 print(f"  from {s['source']} (target {s['target']}, object {s['object']})")
         else:
             print(a["why"])
-            for k in a["kernels"]:
-                print(f"  {k}" + (f"  [{demangle(k)}]" if demangled else ""))
+            if demangled or mangled:
+                for k in sorted(a["kernels"], key=lambda k: (label(k), k)):
+                    print(f"  {label(k)}" + (f"  [{full(k)}]" if demangled else ""))
+                continue
+            same = Counter(label(k) for k in a["kernels"])  # instantiations that fold alike: one line
+            for name in sorted(same):
+                print(f"  {name}" + (f"  ({same[name]} kernels)" if same[name] > 1 else ""))
+    alike = Counter(readable(a["symbol"]) for a in answers if "symbol" in a)
+    if not (mangled or demangled) and any(n > 1 for n in alike.values()):
+        tip(f"{sum(n for n in alike.values() if n > 1)} kernels read alike once shortened; --mangled prints "
+            "each in full, --demangle adds its whole demangled name")

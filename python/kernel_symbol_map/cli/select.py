@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from ..consumer.selection import Selection
 
 JSON_SCHEMA = "kernel-symbol-map/selection/1"
+# A mangled kernel name inside an explanation (an Itanium name; not ending in a sentence's full stop).
+MANGLED = re.compile(r"\b_Z[\w$.]*[\w$]")
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -186,12 +189,20 @@ def _print(selection: Selection, as_json: bool) -> None:
         write_json(JSON_SCHEMA, selection.to_json())
         return
     if selection.mode_why:
-        print(f"NOTE {selection.mode_why}")
+        print(f"NOTE {_readable(selection.mode_why)}")
     if selection.fallback:
-        print(f"FALLBACK {selection.fallback}: {selection.fallback_why}")
+        print(f"FALLBACK {selection.fallback}: {_readable(selection.fallback_why)}")
     for v in (v for v in selection.verdicts.values() if v.by not in ("map", "emitted")):  # those say it per test
         runs = "every test" if v.by == "everything" else plural(len(v.tests), "test")
-        print(f"FILE {v.path} [{v.by}, {runs}]: {v.why}")
+        print(f"FILE {v.path} [{v.by}, {runs}]: {_readable(v.why)}")
     for d in selection.decisions:
-        print(f"{'RUN ' if d.run else 'SKIP'} {d.test}: {d.why}")
-    print(selection.summary())
+        print(f"{'RUN ' if d.run else 'SKIP'} {d.test}: {_readable(d.why)}")
+    print(_readable(selection.summary()))
+
+
+def _readable(why: str) -> str:
+    """``why`` with each mangled kernel it names written as people read it (``--json`` keeps them mangled:
+    scripts join on them). The explanations are built in consumer.selection, for both outputs."""
+    from ..consumer.names import full, readable
+
+    return MANGLED.sub(lambda m: readable(m.group()) if full(m.group()) != m.group() else m.group(), why)

@@ -123,7 +123,8 @@ def _notes(action: argparse.Action, groups: dict[int, argparse._MutuallyExclusiv
     group = groups.get(id(action))
     if group is not None:
         others = [a.option_strings[-1] for a in group._group_actions if a is not action]
-        notes.append(("one of this and " if group.required else "not with ") + ", ".join(f"`{o}`" for o in others))
+        others_spelled = ", ".join(f"`{o}`" for o in others)
+        notes.append(("one of this and " if group.required else "not with ") + others_spelled)
     return notes
 
 
@@ -174,7 +175,8 @@ def render() -> str:
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     lines = [HEADER]
     lines += ["## Options of the program itself", "",
-              f"`{PROG} [--version | --cmake-dir | --cmake-include] COMMAND ...`, also `python -m kernel_symbol_map`.", ""]
+              f"`{PROG} [--version | --cmake-dir | --cmake-include] COMMAND ...`, "
+              "also `python -m kernel_symbol_map`.", ""]
     lines += _list(_shown(top), _groups(top)) + [""]
     for name in COMMANDS:
         parser = sub.choices[name]
@@ -195,12 +197,14 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
-    ap.add_argument("--check", action="store_true", help="exit 1 when docs/reference.md is not what would be written")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 when docs/reference.md is not what would be written")
     args = ap.parse_args(argv)
     text = render()
     if args.check:
         if not PAGE.is_file() or PAGE.read_text() != text:
-            print(f"ERROR {PAGE.relative_to(ROOT)} is stale: run {Path(__file__).relative_to(ROOT)}", file=sys.stderr)
+            script = Path(__file__).relative_to(ROOT)
+            print(f"ERROR {PAGE.relative_to(ROOT)} is stale: run {script}", file=sys.stderr)
             return 1
         return 0
     PAGE.parent.mkdir(exist_ok=True)

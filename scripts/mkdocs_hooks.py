@@ -63,15 +63,29 @@ def _outside_fences(markdown: str) -> list[str]:
     return out
 
 
+def _masked(markdown: str) -> str:
+    """``markdown`` with fenced blocks and code spans (which may span lines) blanked out, of the same length."""
+    out, fenced = [], False
+    for line in markdown.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+            out.append("\0" * len(line))
+        else:
+            out.append("\0" * len(line) if fenced else line)
+    text = "\n".join(out)
+    code = r"`(?:[^`\n]|\n(?![ \t]*\n))*`"  # a code span ends with its paragraph at the latest
+    return re.sub(code, lambda m: re.sub(r"[^\n]", "\0", m.group(0)), text)
+
+
+def _links(markdown: str) -> list[re.Match[str]]:
+    """Each ``[text](target)`` outside code, as a match in the masked text (positions are the original's)."""
+    return list(_LINK.finditer(_masked(markdown)))
+
+
 def repo_links(markdown: str) -> list[tuple[str, str]]:
     """(text, target) of each relative link in ``markdown`` (``#anchor`` alone too), outside code."""
-    found = []
-    for line in _outside_fences(markdown):
-        line = re.sub(r"`[^`]*`", lambda m: "\0" * len(m.group(0)), line)  # a code span is no link (a link's text may be one)
-        for m in _LINK.finditer(line):
-            if not re.match(r"[a-z][a-z0-9+.-]*:|/", m.group("target")):  # an anchor of the file itself is one
-                found.append((m.group("text"), m.group("target")))
-    return found
+    return [(markdown[m.start("text"):m.end("text")], m.group("target")) for m in _links(markdown)
+            if not re.match(r"[a-z][a-z0-9+.-]*:|/", m.group("target"))]  # a bare #anchor is one
 
 
 def check_link(source: Path, target: str) -> str | None:
@@ -89,28 +103,28 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ANN001, ANN201 (mk
     docs = Path(config["docs_dir"]).resolve()
     root = Path(config["config_file_path"]).resolve().parent
     source = docs / page.file.src_path
+    docs_in_repo = posixpath.relpath(docs.as_posix(), root.as_posix())
     repo_url = (config.get("repo_url") or "").rstrip("/")
 
-    def replace(m: re.Match[str]) -> str:
-        target = m.group("target")
+    def replace(text: str, target: str) -> str | None:
+        """What the link becomes in the site; None to leave it to mkdocs."""
         if re.match(r"[a-z][a-z0-9+.-]*:|/|#", target):
-            return m.group(0)
-        path = posixpath.normpath(posixpath.join(posixpath.dirname(page.file.src_uri), target.partition("#")[0]))
-        if not path.startswith("../"):
-            return m.group(0)  # a page of the docs: mkdocs checks it
+            return None
+        path, _, anchor = target.partition("#")
+        in_docs = posixpath.normpath(posixpath.join(posixpath.dirname(page.file.src_uri), path))
+        if not in_docs.startswith("../"):
+            return None  # a page of the docs: mkdocs checks it
         why = check_link(source, target)
         if why:
             log.warning("Doc file '%s' %s", page.file.src_uri, why)
-            return m.group(0)
-        rel = (source.parent / target.partition("#")[0]).resolve().relative_to(root).as_posix()
-        anchor = target.partition("#")[2]
-        if repo_url:
-            return f"[{m.group('text')}]({repo_url}/blob/HEAD/{rel}{'#' + anchor if anchor else ''})"
-        return m.group("text")
+            return None
+        if not repo_url:
+            return text
+        in_repo = posixpath.normpath(posixpath.join(docs_in_repo, in_docs))
+        return f"[{text}]({repo_url}/blob/HEAD/{in_repo}{'#' + anchor if anchor else ''})"
 
-    lines, fenced = [], False
-    for line in markdown.split("\n"):
-        if _FENCE.match(line):
-            fenced = not fenced
-        lines.append(line if fenced else _LINK.sub(replace, line))
-    return "\n".join(lines)
+    for m in reversed(_links(markdown)):  # from the end, so that each match's positions still hold
+        new = replace(markdown[m.start("text"):m.end("text")], m.group("target"))
+        if new is not None:
+            markdown = markdown[:m.start()] + new + markdown[m.end():]
+    return markdown

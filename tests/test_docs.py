@@ -19,8 +19,6 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-import yaml
-from markdown.extensions.toc import slugify
 from toolchains import ROOT, require
 
 DOCS = ROOT / "docs"
@@ -48,15 +46,23 @@ def _nav_pages(nav: list) -> list[str]:
     return pages
 
 
+def _require_mkdocs() -> None:
+    """mkdocs (the ``test`` extra, with PyYAML and Markdown): skip without it, fail under CI."""
+    require("mkdocs" if importlib.util.find_spec("mkdocs") else None, "mkdocs")
+
+
 def _config() -> dict:
+    _require_mkdocs()
+    import yaml
+
     # mkdocs.yml may hold !!python tags; this one holds none, so the safe loader reads it
     return yaml.safe_load((ROOT / "mkdocs.yml").read_text())
 
 
 def _build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
-    require(importlib.util.find_spec("mkdocs") and "mkdocs", "mkdocs")
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
-                           "-d", str(site)], cwd=root, capture_output=True, text=True)
+    _require_mkdocs()
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"), "-d", str(site)]
+    return subprocess.run(command, cwd=root, capture_output=True, text=True)
 
 
 def test_docs_build_strict(tmp_path: Path) -> None:
@@ -84,7 +90,8 @@ def _copy_of_the_docs(tmp_path: Path) -> Path:
     ("index.md", "(reference.md)", "(references.md)", "references.md"),  # a page that does not exist
     ("formats.md", "(size.md#size-attributed)", "(size.md#size-attribute)", "size-attribute"),  # an anchor
     ("figures.md", "#each-changed-file-on-its-own)", "#each-changed-file)", "each-changed-file"),
-    ("recording.md", "(../examples/ci/select.sh)", "(../examples/ci/select.bash)", "select.bash"),  # a repo file
+    # a file of the repository, outside docs/
+    ("recording.md", "(../examples/ci/select.sh)", "(../examples/ci/select.bash)", "select.bash"),
     ("how-it-works.md", "README.md#retrofit-no-edits-to-the-project", "README.md#retrofit", "#retrofit"),
 ])
 def test_a_broken_link_fails_the_build(tmp_path: Path, page: str, old: str, new: str, says: str) -> None:
@@ -120,14 +127,18 @@ def test_the_link_check_sees_a_broken_readme_link(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("# A page\n\n## Some part\n")
     readme.write_text("# Title\n\n## Its part: one\n\n[x](docs/a.md#some-part) [y](#its-part-one) "
-                      "[z](https://example.invalid) `[no](link)`\n\n```\n[not](a-link)\n```\n")
-    assert [hooks.check_link(readme, t) for t in _links(readme.read_text())] == [None, None]
+                      "[z](https://example.invalid) `[no](link)`\n\n```\n[not](a-link)\n```\n"
+                      "a `code span\nover two lines` [w](docs/a.md)\n")
+    assert [hooks.check_link(readme, t) for t in _links(readme.read_text())] == [None, None, None]
     readme.write_text("[x](docs/a.md#some) [y](#its-part) [z](docs/b.md)\n")
     assert [bool(hooks.check_link(readme, t)) for t in _links(readme.read_text())] == [True, True, True]
 
 
 def test_anchors_are_spelled_alike_on_github_and_by_mkdocs() -> None:
     """A docs page's anchors are GitHub's (where docs/ is read in place) and mkdocs' (in the site)."""
+    _require_mkdocs()
+    from markdown.extensions.toc import slugify
+
     for page in [README, *DOCS.glob("*.md")]:
         for line in hooks._outside_fences(page.read_text()):
             if m := hooks._HEADING.match(line):

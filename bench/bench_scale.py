@@ -25,7 +25,7 @@ from bench_build import old_cuobjdump  # noqa: E402
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sources", type=int, default=500, help="size of the generated tree (README figures: 500)")
+    ap.add_argument("--sources", type=int, default=500, help="size of the generated tree (docs/figures.md: 500)")
     args = ap.parse_args()
     src, build = gen_tree.build_tree(args.sources)
     out = CACHE / "maps"

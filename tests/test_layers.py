@@ -1,7 +1,7 @@
 """The package's layers import one way: read every import with ``ast`` and check the rules.
 
 Layers are the package's sub-folders; ``errors``, ``_version``, ``_statefile``, ``_graph``,
-``_atomic``, ``_commit``, ``_words`` and ``cmakedir`` are shared by all. The rules (README, "Layout"):
+``_atomic``, ``_commit``, ``_words`` and ``cmakedir`` are shared by all. The rules (docs/layout.md):
 
 - ``readers`` and ``buildtree`` import nothing of ``producer``, ``consumer``
   or ``cli``, nor of each other;

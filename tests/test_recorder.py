@@ -147,7 +147,7 @@ def test_the_hook_costs_one_lookup_when_off(monkeypatch: pytest.MonkeyPatch) -> 
     # exec, the .pth line's own code, then exactly what one os.environ.get costs: nothing is imported or started
     assert calls[:-1] == ["exec", "<module>", *lookup[:-1]], (calls, lookup)
     runs = 100_000
-    seconds = timeit.timeit(lambda: exec(code, {}), number=runs)  # a figure for the README, never asserted
+    seconds = timeit.timeit(lambda: exec(code, {}), number=runs)  # a figure for docs/figures.md, never asserted
     print(f"\n.pth hook, recording off: {seconds / runs * 1e6:.2f} us per interpreter start, calls {calls}")
     out = subprocess.run([sys.executable, "-c", "import sys; print(any(m.split('.')[0] == 'kernel_symbol_map' for m in sys.modules))"],
                          capture_output=True, text=True, check=True, env={k: v for k, v in os.environ.items()

@@ -87,7 +87,7 @@ def test_maps_of_two_commits_are_a_commit_mismatch_and_every_test_runs(
 ])
 def test_external_kernels_match_the_whole_name(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                pattern: str, cleared: bool) -> None:
-    """README: ``--external-kernels REGEX`` is a full match on the mangled name; anything less keeps the test."""
+    """docs/selecting-tests.md: ``--external-kernels REGEX`` is a full match on the mangled name; anything less keeps the test."""
     kmap = write_map(tmp_path / "map.json.gz", ONE)
     rec = jsonl(tmp_path / "r.jsonl", {"test_a": [A_K], "test_b": [B_K, EXTERNAL]})
     code, answer, _ = run_select(capsys, "--map", str(kmap), "--recordings", str(rec), "--changed", "csrc/a.cu",

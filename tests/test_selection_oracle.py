@@ -11,7 +11,7 @@ compared with its base snapshot (:mod:`oracle`, which never reads a map):
 * an object's host code changed (or it appeared, or went away): if it has no
   kernels, every test must run; if it has kernels, every test that launched
   one of them (what a recording can show; a test that calls a ``.cu`` file's
-  host code without launching its kernels is the README's documented limit),
+  host code without launching its kernels is the documented limit, docs/selecting-tests.md),
   and under ``--whole-target`` every test that launched a kernel of its
   target or of the targets linked to it, either way;
 * a kernel's device code changed in any architecture, or it appeared or

@@ -355,7 +355,7 @@ def test_host_code_in_a_cu_file_needs_whole_target(built: Built, tmp_path: Path)
     # test_check calls a_check() (host code in a.cu) and launches only a2_kernel, of the same target.
     rec = recorded(tmp_path, built.commit, dict(everyone(built), test_check=[A2_K]))
     plain = select("--map", str(built.map), "--recordings", str(rec), "--changed", "csrc/a.cu")
-    assert "test_check" in plain["skip"]  # the limit the README documents
+    assert "test_check" in plain["skip"]  # the limit docs/selecting-tests.md documents
     wide = select("--map", str(built.map), "--recordings", str(rec), "--changed", "csrc/a.cu", "--whole-target")
     assert ran(wide) == {"test_a", "test_a2", "test_check"}
     assert {d["test"]: d["reason"] for d in wide["decisions"]}["test_check"] == "same-target"

@@ -2,7 +2,7 @@
 
 - A source's label keeps its file name: the page carries the path shortened
   from the left (``…/attention/attn.cu``), and the script shows the first
-  that fits.
+  that fits; a kernel's is names.readable's.
 - Python's squarified layout (the SVG's; the page's script is its twin) is
   the ``squarify`` package's, an independent implementation on PyPI.
 - A diff colours each box of NEW by its change against OLD and lists what
@@ -18,7 +18,7 @@ import re
 import pytest
 import squarify as pypi_squarify
 
-from kernel_symbol_map.consumer import sizereport, treemap
+from kernel_symbol_map.consumer import names, sizereport, treemap
 from kernel_symbol_map.consumer.sizereport import Origin, Piece
 
 
@@ -49,6 +49,16 @@ def test_a_source_label_keeps_its_file_name() -> None:
     # the SVG, laid out here, keeps the file name too, where the path does not fit
     assert treemap._fit(treemap.path_labels("src/models/attention/attn.cu"), "900 B", 80) == "\u2026/attn.cu"
     assert treemap._fit(["a_very_long_kernel_name"], "9 B", 80) == "a_very_long\u2026"
+
+
+def test_a_kernel_is_labelled_by_its_readable_name() -> None:
+    """names.readable's label, then shorter ones to fall back on; the full and mangled names in the tooltip."""
+    kernel = "_ZN4demo16attention_kernelILi256EEEvPfPKfi"
+    data = _page_data(treemap.html([_piece("a.cu", kernel, 10)], "t", []))
+    (leaf,) = data["tree"][0][4][0][4]
+    assert leaf[0] == ["demo::attention_kernel<256>", names.readable(kernel, 24)]
+    assert names.readable(kernel, 24) == "demo::attention_kerne..."
+    assert leaf[3] == "void demo::attention_kernel<256>(float*, float const*, int)\n" + kernel
 
 
 def test_the_page_fetches_nothing_and_no_name_closes_its_script() -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import NamedTuple
 
-from .kernelmap import demangle_fast, short_name
+from .names import full, readable
 from .sizereport import Piece
 
 WIDTH, HEIGHT = 1200, 720  # the SVG's
@@ -49,7 +49,7 @@ ELLIPSIS = "\u2026"
 class Node:
     label: str
     value: int = 0
-    kernel: str = ""  # a kernel's leaf: its mangled name (the label is the demangled one, shortened)
+    kernel: str = ""  # a kernel's leaf: its mangled name (the label is names.readable's)
     children: dict[str, Node] = field(default_factory=dict)
     fill: str = "#cccccc"
     note: str = ""  # a diff's line for the tooltip: what it was
@@ -81,7 +81,7 @@ def tree(found: Iterable[Piece]) -> Node:
         if not p.bytes:
             continue
         # by its kind: a code or owned piece is a kernel's, even one whose name is empty (a binary's claim)
-        leaf = SHARED[p.kind] if p.kind in SHARED else short_name(demangle_fast(p.kernel)) or UNNAMED
+        leaf = SHARED[p.kind] if p.kind in SHARED else readable(p.kernel, None) or UNNAMED
         target, source = p.origin.target or "(no target)", p.origin.source or p.origin.file or "(no source)"
         node = root
         node.value += p.bytes
@@ -254,15 +254,24 @@ def path_labels(path: str) -> list[str]:
     return out
 
 
+KERNEL_WIDTHS = (48, 24)  # characters: the kernel labels after the whole one, folded, then cut
+
+
 def labels(node: Node, depth: int) -> list[str]:
-    return path_labels(node.label) if depth == 2 and not node.label.startswith("(") else [node.label]
+    """A box's labels, longest first: a source's path shortened (:func:`path_labels`); a kernel's readable
+    name, then folded or cut to fit :data:`KERNEL_WIDTHS`; a target's name."""
+    if depth == 2 and not node.label.startswith("("):
+        return path_labels(node.label)
+    if node.kernel:
+        return list(dict.fromkeys([node.label, *(readable(node.kernel, w) for w in KERNEL_WIDTHS)]))
+    return [node.label]
 
 
 def _tip(node: Node) -> str:
     """The tooltip's lines below the path and bytes: the change (a diff), the full and the mangled name."""
     lines = [node.note] if node.note else []
     if node.kernel:
-        lines += [demangle_fast(node.kernel), node.kernel]
+        lines += [full(node.kernel), node.kernel]
     return "\n".join(lines)
 
 

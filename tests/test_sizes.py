@@ -10,19 +10,24 @@
   ``attention.cu`` instantiates one more template kernel: the wheel's bytes
   are charged to the map's sources; the template in two ``.cu`` files is a
   duplicate; the diff names the source and the kernel with the bytes
-  pyelftools reads; ``--max-mb`` names them; the treemap renders in Chromium.
+  pyelftools reads; ``--max-mb`` names them; the treemap fills a Chromium
+  window of any width, and a diff's treemap colours growth and shrinking.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 import subprocess
 import sys
 import zipfile
 from collections import Counter
+from html import escape
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 import toolchains
@@ -268,44 +273,178 @@ def test_max_mb_fails_above_the_budget_and_names_the_growth(wheels: tuple[Path, 
     assert "the largest growth: csrc/attention.cu +" in err[0]
 
 
-def test_the_treemap_renders_in_headless_chromium(wheels: tuple[Path, Path], tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """A real browser draws the page from disk with networking off: each target's colour fills its share."""
+def _chromium(page: Path, width: int, height: int, shot: Path) -> tuple[Any, dict[tuple[str, ...], dict]]:
+    """The page's screenshot in a ``width`` x ``height`` window, and its boxes as the page laid them out for
+    that window, by path: a real browser, from disk, with networking off."""
     from PIL import Image
+
+    chromium = toolchains.require(shutil.which("chromium"), "chromium (Debian package chromium)")
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--proxy-server=127.0.0.1:9"]
+
+    def dom(window_height: int) -> tuple[str, list[float]]:
+        out = subprocess.run([*flags, f"--window-size={width},{window_height}", "--dump-dom", page.as_uri()],
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+        (viewport,) = re.findall(r'data-viewport="([^"]*)"', out)
+        return out, [float(v) for v in viewport.split()]
+
+    # --dump-dom's viewport is the window less the browser's frame, the screenshot's the whole window (the page
+    # draws at load, then again on the resize): the frame learnt from one dump, the second is the screenshot's
+    _, (_, first, _) = dom(height)
+    text, (w, h, top) = dom(2 * height - int(first))
+    assert (w, h) == (width, height)
+    subprocess.run([*flags, f"--window-size={width},{height}", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (width, height)
+    boxes = {}
+    for found, label in _Boxes.of(text):
+        depth, x, y, bw, bh = (float(v) for v in found["data-box"].split())
+        fill = re.search(r"background: rgb\((\d+), (\d+), (\d+)\)", found["style"])
+        red, green, blue = (int(v) for v in fill.groups())
+        path = tuple(found["title"].split("\n")[0].rsplit(": ", 1)[0].split(" / "))
+        boxes[path] = {"depth": int(depth), "x": x, "y": y + top, "w": bw, "h": bh, "rgb": (red, green, blue),
+                       "title": found["title"], "label": label, "class": found["class"].split(), "top": top}
+    return image, boxes
+
+
+class _Boxes(HTMLParser):
+    """The treemap's boxes in a DOM: (attributes, label) of each ``<div data-box>``. A parser, not a pattern:
+    Chromium writes a ``<`` or ``>`` in an attribute (``attention_kernel<256>``) as it is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[tuple[dict[str, str], str]] = []
+        self.open = False
+
+    @classmethod
+    def of(cls, text: str) -> list[tuple[dict[str, str], str]]:
+        parser = cls()
+        parser.feed(text)
+        parser.close()
+        return parser.found
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = {k: v or "" for k, v in attrs}
+        self.open = tag == "div" and "data-box" in found
+        if self.open:
+            self.found.append((found, ""))
+
+    def handle_data(self, data: str) -> None:
+        if self.open:
+            found, label = self.found[-1]
+            self.found[-1] = (found, label + data)
+
+    def handle_endtag(self, tag: str) -> None:
+        self.open = False
+
+
+def _near(image: Any, x: float, y: float, rgb: tuple[int, int, int], tolerance: int = 3) -> bool:
+    return max(abs(a - b) for a, b in zip(image.getpixel((int(x), int(y))), rgb)) <= tolerance
+
+
+def _example_pieces(wheel: Path) -> list[sizereport.Piece]:
+    document = json.loads(gzip.decompress(zipfile.ZipFile(wheel).read("cuda_ext/kernel_symbol_map.json.gz")))
+    return sizereport.join(_library_records(wheel), document).pieces
+
+
+@pytest.mark.parametrize("width", [800, 1600])
+def test_the_treemap_fills_the_window_at_any_width(wheels: tuple[Path, Path], tmp_path: Path, width: int) -> None:
+    """Issue 30: the page lays itself out at the window's size (an 800 and a 1,600 px window), as the
+    ``squarify`` package lays those values out, and the browser draws each box in its colour."""
+    import squarify
 
     from kernel_symbol_map.consumer import treemap
 
-    chromium = toolchains.require(shutil.which("chromium"), "chromium (Debian package chromium)")
     old, _ = wheels
     page = tmp_path / "size.html"
     assert main(["size", str(old), "--html", str(page)]) == 0
-    html = page.read_text()
-    assert "<script" not in html and "href=" not in html and "src=" not in html and "url(" not in html
-    shot = tmp_path / "shot.png"
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    "--proxy-server=127.0.0.1:9", "--window-size=1200,900", f"--screenshot={shot}",
-                    page.as_uri()], capture_output=True, timeout=120, check=True)
-    image = Image.open(shot).convert("RGB")
-    assert image.size == (1200, 900)
-    # the layout the page drew, and the pixels the browser drew for it
-    document = json.loads(gzip.decompress(zipfile.ZipFile(old).read("cuda_ext/kernel_symbol_map.json.gz")))
-    pieces = sizereport.join(_library_records(old), document).pieces
-    boxes = treemap.layout(treemap.tree(pieces))
-    targets = {b.node.label: b for b in boxes if b.depth == 1}
-    assert set(targets) == {"_ops", "_reduce"}
-    total = sum(b.w * b.h for b in targets.values())
-    assert total == pytest.approx(treemap.WIDTH * treemap.HEIGHT)
-    for box in targets.values():
-        share = box.node.value / sum(b.node.value for b in targets.values())
-        assert box.w * box.h / total == pytest.approx(share, rel=1e-6)
-    leaves = [b for b in boxes if b.depth == 3 and b.node.kernel and b.w > 20 and b.h > 20]
-    assert leaves
+    image, boxes = _chromium(page, width, 600, tmp_path / "shot.png")
+    targets = sorted((b for b in boxes.values() if b["depth"] == 1), key=lambda b: (b["x"], b["y"]))
+    assert {p for p, b in boxes.items() if b["depth"] == 1} == {("_ops",), ("_reduce",)}
+    top = targets[0]["top"]
+    assert 0 < top < 100  # the title's line; the map is the rest of the window
+    assert min(b["x"] for b in targets) == 0 and max(b["x"] + b["w"] for b in targets) == pytest.approx(width)
+    assert max(b["y"] + b["h"] for b in targets) == pytest.approx(600)
+    # the layout of each level, the package's for the rectangle it was given
+    pieces = _example_pieces(old)
+    root = treemap.tree(pieces)
+    levels = [((), root, 0.0, top, float(width), 600 - top)]
+    for path, node, x, y, w, h in levels:
+        children = sorted(node.children.values(), key=lambda n: (-n.value, n.label))
+        rects = squarify.squarify(squarify.normalize_sizes([c.value for c in children], w, h), x, y, w, h)
+        for child, rect in zip(children, rects):
+            box = boxes[(*path, child.label)]
+            assert (box["x"], box["y"], box["w"], box["h"]) == pytest.approx(
+                (rect["x"], rect["y"], rect["dx"], rect["dy"]), abs=1e-6)
+            if child.children and len(path) < 2:
+                band = treemap.HEADER[len(path)] if box["h"] > 3 * treemap.HEADER[len(path)] else 0
+                levels.append(((*path, child.label), child, box["x"] + treemap.PAD, box["y"] + band + treemap.PAD,
+                               box["w"] - 2 * treemap.PAD, box["h"] - band - 2 * treemap.PAD))
+    assert len(levels) == 1 + 2 + 3  # both targets, and the three sources, laid out inside
+    # the browser's pixels: the window's edges in the targets' colours, each large kernel in its own
+    for box in targets:
+        middle = box["y"] + box["h"] / 2
+        if box["x"] == 0:
+            assert _near(image, 1, middle, box["rgb"]), box["title"]
+        if box["x"] + box["w"] == pytest.approx(width):
+            assert _near(image, width - 2, middle, box["rgb"]), box["title"]
+    leaves = [b for b in boxes.values() if b["depth"] == 3 and b["w"] > 20 and b["h"] > 20]
+    assert len(leaves) >= 4
     for box in leaves:  # a point inside, below the label: the leaf's own fill
-        x, y = int(box.x + box.w / 2), int(box.y + box.h - 5)
-        want = tuple(int(box.fill[i:i + 2], 16) for i in (1, 3, 5))
-        assert max(abs(a - b) for a, b in zip(image.getpixel((x, y)), want)) <= 3, (box.path, x, y)
-    below = image.crop((0, treemap.HEIGHT + 5, 1200, 900))  # the summary: dark text on white
-    assert min(below.getextrema()[0][0], below.getextrema()[1][0]) < 100  # dark text on white
+        assert _near(image, box["x"] + box["w"] / 2, box["y"] + box["h"] - 5, box["rgb"]), box["title"]
+    for path, box in boxes.items():  # labels: a source's keeps its file name, a kernel's is its short name
+        if box["depth"] == 2 and box["label"]:
+            assert any(box["label"] == c or box["label"].startswith(c + " ") for c in treemap.path_labels(path[1]))
+            assert path[1].rsplit("/", 1)[-1] in box["label"]
+    kernels = [b["label"] for b in boxes.values() if b["depth"] == 3]
+    assert any(k.startswith("demo::silu_kernel") for k in kernels)
+    assert any(k.startswith("demo::attention_kernel<") for k in kernels)
+    below = image.crop((0, 0, width, int(top)))  # the title: dark text on white
+    assert min(below.getextrema()[0][0], below.getextrema()[1][0]) < 100
+
+
+def test_the_diff_treemap_colours_growth_red_and_shrinking_green(wheels: tuple[Path, Path], tmp_path: Path) -> None:
+    """Issue 30: NEW's treemap coloured by its change against OLD, both ways round: attention.cu grew by
+    attention_kernel<256> (an added, outlined box; its target red, the unchanged one grey); the other way round
+    attention.cu is green, and the kernel, with no area, is listed with its bytes."""
+    from kernel_symbol_map.consumer import treemap
+
+    old, new = (_example_pieces(w) for w in wheels)
+    (added,) = [c for c in sizereport.changes(old, new, "kernel")]
+    assert (added.key, added.old) == (ADDED, 0)
+    shots = {}
+    for name, (a, b) in (("grew", (old, new)), ("shrank", (new, old))):
+        page = tmp_path / f"{name}.html"
+        page.write_text(treemap.diff_html(a, b, f"diff {name}", []))
+        shots[name] = (page.read_text(), *_chromium(page, 1200, 800, tmp_path / f"{name}.png"))
+
+    def band(image: Any, box: dict) -> bool:  # the label band's right end: no text there
+        return _near(image, box["x"] + box["w"] - 4, box["y"] + 8, box["rgb"])
+
+    text, image, boxes = shots["grew"]
+    (kernel,) = [b for b in boxes.values() if ADDED in b["title"]]
+    assert "added" in kernel["class"] and kernel["rgb"] == tuple(int(treemap.ADDED[i:i + 2], 16) for i in (1, 3, 5))
+    assert f"{added.new:,} bytes" in kernel["title"] and "added: not in OLD" in kernel["title"]
+    assert _near(image, kernel["x"] + kernel["w"] / 2, kernel["y"] + kernel["h"] - 4, kernel["rgb"])
+    grown = boxes[("_ops", "csrc/attention.cu")]
+    red, green, blue = grown["rgb"]
+    assert red > green + 40 and red > blue + 40 and band(image, grown)
+    unchanged = boxes[("_reduce",)]
+    assert unchanged["rgb"] == tuple(int(treemap.UNCHANGED[1][i:i + 2], 16) for i in (1, 3, 5))
+    assert band(image, unchanged)
+    assert "Removed" not in text
+
+    text, image, boxes = shots["shrank"]
+    shrunk = boxes[("_ops", "csrc/attention.cu")]
+    red, green, blue = shrunk["rgb"]
+    assert green > red + 20 and green > blue + 20 and band(image, shrunk)
+    assert not any(ADDED in b["title"] for b in boxes.values())
+    label = treemap.tree(new).children["_ops"].children["csrc/attention.cu"].children[ADDED].label
+    assert (f'<tr title="{ADDED}"><td>{added.new:,} bytes</td><td>_ops / csrc/attention.cu / '
+            f"{escape(label)}</td></tr>") in text
+    # the totals, OLD -> NEW
+    t_old, t_new = sizereport.totals(old)["bytes"], sizereport.totals(new)["bytes"]
+    assert f"{t_new:,} -&gt; {t_old:,} bytes ({t_old - t_new:+,}" in text
 
 
 def _library_records(wheel: Path) -> list[tuple[str, list[tuple[str, dict]]]]:

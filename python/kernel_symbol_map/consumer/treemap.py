@@ -19,8 +19,8 @@ treemap (2000).
 
 ``squarify`` on PyPI implements the same rule; the tests hold both layouts
 (Python's and the page's) to it. It is not used here: it recurses once per
-row and re-lays a row out for every candidate, 25 times slower on a source of
-20,000 kernels, and this package is a build requirement, where each
+row and re-lays a row out for every candidate, over 20 times slower on a
+source of 20,000 kernels, and this package is a build requirement, where each
 dependency is one more download for every build.
 """
 
@@ -361,8 +361,9 @@ def diff_html(old: Iterable[Piece], new: Iterable[Piece], title: str, summary: l
     total = found.root.value
     change = total - found.old
     totals = f"{found.old:,} -> {total:,} bytes ({change:+,}{f', {change / found.old:+.1%}' if found.old else ''})"
-    swatches = [(change_fill(100, 100 + 100 * FULL, 3), f"grew (+{FULL:.0%} or more: deepest)"),
-                (change_fill(100, 100 - 100 * FULL, 3), "shrank"), (UNCHANGED[3], "unchanged"),
+    deepest = round(100 * FULL)  # a kernel of 100 bytes that changed by FULL
+    swatches = [(change_fill(100, 100 + deepest, 3), f"grew (+{FULL:.0%} or more: deepest)"),
+                (change_fill(100, 100 - deepest, 3), "shrank"), (UNCHANGED[3], "unchanged"),
                 (ADDED, "added")]
     legend = "".join(f'<span class="key"><i style="background:{fill}"></i>{escape(text)}</span>'
                      for fill, text in swatches)

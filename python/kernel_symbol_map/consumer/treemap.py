@@ -430,10 +430,12 @@ function human(n) {
   for (var i = 0; i < units.length; i++) if (n >= units[i][1]) return (n / units[i][1]).toFixed(1) + " " + units[i][0];
   return n + " B";
 }
+var font = "", least = 0;  // the pen's font, set only when it changes (parsing a font is what costs)
 function fit(candidates, size, room, bold) {
-  pen.font = (bold ? "bold " : "") + FONT + "px sans-serif";
+  var wanted = (bold ? "bold " : "") + FONT + "px sans-serif";
+  if (font !== wanted) { pen.font = font = wanted; least = pen.measureText("abc" + ELLIPSIS).width; }
+  if (room < least) return "";
   var wide = function (s) { return pen.measureText(s).width <= room; };
-  if (!wide("abc" + ELLIPSIS)) return "";
   for (var i = 0; i < candidates.length; i++) {
     if (wide(candidates[i])) return wide(candidates[i] + " " + size) ? candidates[i] + " " + size : candidates[i];
   }

@@ -21,7 +21,7 @@ from elftools.elf.elffile import ELFFile
 
 from kernel_symbol_map import mapformat
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer import kernelmap, sizereport, treemap
+from kernel_symbol_map.consumer import kernelmap, sizereport, treemap, wheels
 from kernel_symbol_map.errors import FormatError, MapError
 from kernel_symbol_map.mapformat import sizes as map_sizes
 from kernel_symbol_map.mapformat import validation
@@ -275,7 +275,7 @@ def test_a_zip_bomb_map_in_a_wheel_is_refused_by_its_header(tmp_path: Path) -> N
 def test_a_wheel_of_too_many_members_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """26s.10: the count is bounded (here at 10, monkeypatched) before any member is read."""
-    monkeypatch.setattr(kernelmap, "WHEEL_MAX_MEMBERS", 10)
+    monkeypatch.setattr(wheels, "WHEEL_MAX_MEMBERS", 10)
     wheel = tmp_path / "many-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
         for i in range(11):
@@ -287,7 +287,7 @@ def test_a_wheel_of_too_many_members_is_refused(tmp_path: Path, monkeypatch: pyt
 def test_a_wheels_libraries_are_bounded_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """26s.11: each library within its bounds, together past the total (monkeypatched to 30 KB): refused whole."""
-    monkeypatch.setattr(kernelmap, "WHEEL_MAX_TOTAL", 30_000)
+    monkeypatch.setattr(wheels, "WHEEL_MAX_TOTAL", 30_000)
     wheel = tmp_path / "two-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
         z.write(OBJECTS / "cuda.o", "k/liba.so")

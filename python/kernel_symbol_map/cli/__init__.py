@@ -84,9 +84,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    _print_notes()
     with _output.reporting_errors() as status:
         status.code = args.run(args)
     return status.code
+
+
+def _print_notes() -> None:
+    """What the layers below log at INFO (an input that named several files, and the one read) is printed
+    as a ``NOTE`` line on stderr, once however often ``main`` runs in a process."""
+    import logging  # here: --version and --help never log
+
+    class Notes(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            _output._say("NOTE", "96", record.getMessage())
+
+    logger = logging.getLogger("kernel_symbol_map")
+    if not any(type(h).__name__ == "Notes" for h in logger.handlers):
+        logger.addHandler(Notes(logging.INFO))
+    logger.setLevel(logging.INFO)
 
 
 def _check_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:

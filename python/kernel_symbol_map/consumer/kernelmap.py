@@ -10,21 +10,19 @@ no symbols is "host", by an object with an error "unknown"; a map with a
 
 from __future__ import annotations
 
-import logging
 import os
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from .. import mapformat
-from ..errors import MapError
 from . import inputs
 from .inputs import MAP_NAME  # noqa: F401 - its first home: importers keep it
 # The names people read live in .names; these stay importable from here, where they were.
 from .names import demangle, demangle_fast, family, full, name_of, short_name, unversioned
+
 
 @dataclass(frozen=True)
 class Link:
@@ -309,15 +307,11 @@ def load(source: str | os.PathLike[str]) -> KernelMap:
 
 def read_document(source: str | os.PathLike[str], *, validated: bool = True) -> tuple[Any, str]:
     """The map document ``source`` names (any spelling :func:`inputs.resolve` takes), and where it was
-    found; every command reads maps through here. A spelling that named several files is logged with
-    the one chosen (the command line prints it as a NOTE).
+    found; every command reads maps through here.
 
     ``validated=False`` returns what decodes, for ``validate`` to report every problem.
     """
-    found = inputs.resolve(os.fspath(source))
-    if found.how:
-        logging.getLogger(__name__).info("%s: %s", found.spelled, found.how)
-    raw, where = inputs.map_bytes(found)
+    raw, where = inputs.map_bytes(inputs.resolve(os.fspath(source)))
     document = mapformat.decode_bytes(raw, where)
     if validated:
         mapformat.validate(document, where)

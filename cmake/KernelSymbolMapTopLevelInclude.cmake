@@ -11,7 +11,7 @@
 #   - the project called kernel_symbol_map() itself: that call stands, this steps aside;
 #   - -DKERNEL_SYMBOL_MAP_RETROFIT=OFF: one status line, no map;
 #   - no CUDA or HIP language enabled: one status line, no map (a non-GPU project built in an
-#     environment that holds this package stays as it was);
+#     environment that holds this package stays as it was), unless KERNEL_SYMBOL_MAP_RETROFIT is ON;
 #   - else kernel_symbol_map() with its defaults: every target that compiles, a map installed
 #     into the scikit-build-core package (share/kernel_symbol_map outside one).
 # The extractor runs with the interpreter of the virtual environment this file is installed in,
@@ -29,7 +29,8 @@ function(_kernel_symbol_map_retrofit)
     return()  # the project's own call, with its own options, stands
   endif()
   get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
-  if(NOT languages MATCHES "(^|;)(CUDA|HIP)(;|$)")
+  # ON maps a project whose GPU code CMake sees as CXX (hipcc as the C++ compiler, say).
+  if(NOT KERNEL_SYMBOL_MAP_RETROFIT AND NOT languages MATCHES "(^|;)(CUDA|HIP)(;|$)")
     message(STATUS "kernel_symbol_map(): no CUDA or HIP language in this project; no map")
     return()
   endif()

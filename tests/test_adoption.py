@@ -289,6 +289,14 @@ def test_a_project_without_cuda_or_hip_is_left_as_it_was(tmp_path: Path) -> None
     assert "KernelSymbolMap_DIR" not in (build / "CMakeCache.txt").read_text()  # nothing found, nothing cached
 
 
+def test_on_maps_a_project_whose_gpu_code_cmake_does_not_see(tmp_path: Path) -> None:
+    proc = configure(tmp_path, "cmake_minimum_required(VERSION 3.25)\nproject(p LANGUAGES CXX)\n"
+                               "add_library(h STATIC h.cpp)\n", "-DKERNEL_SYMBOL_MAP_RETROFIT=ON")
+    assert proc.returncode == 0, proc.stderr
+    (rule,) = map_rules(tmp_path)
+    assert "--targets" not in rule and ours(proc) == []  # mapped as any project is: every target that compiles
+
+
 def called_twice(proc: subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode != 0
     said = " ".join(proc.stderr.split())  # CMake wraps its messages

@@ -52,13 +52,15 @@ def test_a_source_label_keeps_its_file_name() -> None:
 
 
 def test_a_kernel_is_labelled_by_its_readable_name() -> None:
-    """names.readable's label, then shorter ones to fall back on; the full and mangled names in the tooltip."""
-    kernel = "_ZN4demo16attention_kernelILi256EEEvPfPKfi"
-    data = _page_data(treemap.html([_piece("a.cu", kernel, 10)], "t", []))
-    (leaf,) = data["tree"][0][4][0][4]
-    assert leaf[0] == ["demo::attention_kernel<256>", names.readable(kernel, 24)]
-    assert names.readable(kernel, 24) == "demo::attention_kerne..."
-    assert leaf[3] == "void demo::attention_kernel<256>(float*, float const*, int)\n" + kernel
+    """names.readable's label, then folded ones to fall back on (not cut ones: the page cuts to the pixel);
+    the full and the mangled name in the tooltip."""
+    scale, attention = "_ZN4demo12scale_kernelIfEEvPT_PKS1_S1_i", "_ZN4demo16attention_kernelILi256EEEvPfPKfi"
+    data = _page_data(treemap.html([_piece("a.cu", scale, 20), _piece("a.cu", attention, 10)], "t", []))
+    leaves = {leaf[3].splitlines()[-1]: leaf for leaf in data["tree"][0][4][0][4]}
+    assert leaves[scale][0] == ["demo::scale_kernel<float>", "demo::scale_kernel<...>"]
+    assert leaves[attention][0] == ["demo::attention_kernel<256>"]  # folded, it would not fit 24 either
+    assert names.readable(attention, 24).endswith("...")
+    assert leaves[attention][3] == "void demo::attention_kernel<256>(float*, float const*, int)\n" + attention
 
 
 def test_the_page_fetches_nothing_and_no_name_closes_its_script() -> None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import NamedTuple
 
+from .names import ELLIPSIS as CUT
 from .names import full, readable
 from .sizereport import Piece
 
@@ -254,16 +255,18 @@ def path_labels(path: str) -> list[str]:
     return out
 
 
-KERNEL_WIDTHS = (48, 24)  # characters: the kernel labels after the whole one, folded, then cut
+KERNEL_WIDTHS = (48, 24)  # characters: a kernel's labels after the whole one, its template lists folded to fit
 
 
 def labels(node: Node, depth: int) -> list[str]:
     """A box's labels, longest first: a source's path shortened (:func:`path_labels`); a kernel's readable
-    name, then folded or cut to fit :data:`KERNEL_WIDTHS`; a target's name."""
+    name, then folded to fit :data:`KERNEL_WIDTHS` (``ns::kernel<...>``; not the ones names cut: the page
+    cuts the last label to the pixel); a target's name."""
     if depth == 2 and not node.label.startswith("("):
         return path_labels(node.label)
     if node.kernel:
-        return list(dict.fromkeys([node.label, *(readable(node.kernel, w) for w in KERNEL_WIDTHS)]))
+        folded = (readable(node.kernel, w) for w in KERNEL_WIDTHS)
+        return list(dict.fromkeys([node.label, *(f for f in folded if not f.endswith(CUT))]))
     return [node.label]
 
 

@@ -110,9 +110,13 @@ def test_the_contract_has_one_meaning_per_code() -> None:
     assert (EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_SIGNAL) == (126, 127, 128)  # what env, nice, timeout exit
 
 
-def _readme_table() -> list[tuple[str, str]] | None:
-    """The rows of the first table under README.md's "Exit codes" heading, or None while there is none."""
-    text = (ROOT / "README.md").read_text()
+def markdown_table(rows: tuple[tuple[str, str], ...]) -> str:
+    """The table as the README holds it (what the lead pastes under "## Exit codes")."""
+    return "| code | meaning |\n| --- | --- |\n" + "".join(f"| `{code}` | {meaning} |\n" for code, meaning in rows)
+
+
+def table_under_exit_codes(text: str) -> list[tuple[str, str]] | None:
+    """The rows of the first table under the "Exit codes" heading of ``text``, or None while there is none."""
     heading = re.search(r"^#+\s+Exit codes\s*$", text, re.MULTILINE)
     if heading is None:
         return None
@@ -130,8 +134,15 @@ def _readme_table() -> list[tuple[str, str]] | None:
     return rows[1:] if rows else None  # the first row is the header
 
 
+def test_the_table_reader_reads_the_contract_back() -> None:
+    text = f"# Tool\n\n## Exit codes\n\nEvery command:\n\n{markdown_table(EXIT_CODES)}\nAfter.\n\n## Next\n| a | b |\n"
+    assert table_under_exit_codes(text) == list(EXIT_CODES)
+    assert table_under_exit_codes(text.replace("127", "1")) != list(EXIT_CODES)
+    assert table_under_exit_codes("# Tool\n\n## Commands\n| a | b |\n") is None
+
+
 def test_the_readme_table_is_the_contract() -> None:
-    rows = _readme_table()
+    rows = table_under_exit_codes((ROOT / "README.md").read_text())
     if rows is None:
         pytest.skip("README.md has no 'Exit codes' table yet (the lead adds it from cli._output.EXIT_CODES)")
     assert rows == list(EXIT_CODES)

@@ -13,7 +13,7 @@ from ..errors import KernelSymbolMapError
 
 # The exit-code contract, one for every command (README, "Exit codes": tests/test_exit_codes.py keeps the two alike).
 EXIT_OK = 0  # done: every input read, the answer complete
-EXIT_INPUT = 1  # an input (file, map, folder, tool) is not there, cannot be read or holds no evidence; or a check failed
+EXIT_INPUT = 1  # an input (file, map, folder, tool) is missing, unreadable or without evidence; or a check failed
 EXIT_USAGE = 2  # the command line is wrong as written; nothing was read
 EXIT_CANNOT_TELL = 3  # evaluate: the results and the selection do not line up
 EXIT_NOT_EXECUTABLE = 126  # record: COMMAND is there but cannot be run (as env, nice and timeout exit)

@@ -30,7 +30,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help=summary_of("record"),
         description="Run COMMAND; record every CUDA kernel launched by it and by its Python descendants "
         "(CUPTI Activity API, through `pip install 'kernel-symbol-map[record]'`); write OUT/STEP.jsonl. "
-        "Non-Python processes that launch kernels (C++ test binaries) are not recorded.",
+        "Non-Python processes that launch kernels (C++ test binaries) are not recorded. Exit status: COMMAND's "
+        "(128+N when signal N killed it); 127 when COMMAND is not found, 126 when it cannot be run, as env does.",
         allow_abbrev=False,
     )
     p.add_argument("--step", required=True, help="the CI step's name: the recording's test name")

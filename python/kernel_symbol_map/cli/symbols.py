@@ -54,9 +54,10 @@ def cuobjdump_backend(explicit: str | None) -> Cuobjdump:
     exe = find_cuobjdump(explicit)
     why = "not found" if exe is None else unusable(exe)
     if why is not None:
+        hint = ("install it with `pip install nvidia-cuda-cuobjdump`, or pass --cuobjdump" if explicit is None
+                else "--cuobjdump names the cuobjdump to run: a path, or a name on PATH")
         problem = ToolError([exe or "cuobjdump"], why)
-        problem.hint = ("install it with `pip install nvidia-cuda-cuobjdump`, or pass --cuobjdump"  # type: ignore[attr-defined]
-                        if explicit is None else "--cuobjdump names the cuobjdump to run: a path, or a name on PATH")
+        problem.hint = hint  # type: ignore[attr-defined]  # reporting_errors prints it as a TIP
         raise problem
     return Cuobjdump(exe)
 

@@ -113,10 +113,10 @@ def test_the_commands_exit_status_is_kept_and_a_failed_step_is_not_complete(tmp_
     assert not rec["complete"] and "the command failed (exit 3)" in rec["reason"]
 
 
-def test_a_bad_command_is_a_usage_error(tmp_path: Path) -> None:
+def test_a_command_that_is_not_there_exits_127_as_env_does(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "record", "--step", "s", "--out", str(tmp_path),
                            "--", str(tmp_path / "missing")], capture_output=True, text=True, check=False)
-    assert proc.returncode == 2 and proc.stderr.startswith("ERROR cannot run") and "Traceback" not in proc.stderr
+    assert proc.returncode == 127 and proc.stderr.startswith("ERROR cannot run") and "Traceback" not in proc.stderr
 
 
 def test_the_hook_costs_one_lookup_when_off(monkeypatch: pytest.MonkeyPatch) -> None:

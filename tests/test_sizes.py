@@ -256,7 +256,9 @@ def test_the_diff_names_the_source_and_the_kernel_that_grew(wheels: tuple[Path, 
     assert _size_json(capsys, *maps)["by"] == doc["by"]
     assert main(["size", str(old), str(new)]) == 0
     out = capsys.readouterr().out
-    assert f"{code + owned:>12,}  {ADDED}  (csrc/attention.cu)" in out
+    assert f"{code + owned:>12,}  demo::attention_kernel<256>  (csrc/attention.cu)" in out  # names people read
+    assert main(["size", str(old), str(new), "--mangled"]) == 0
+    assert f"{code + owned:>12,}  {ADDED}  (csrc/attention.cu)" in capsys.readouterr().out
 
 
 def test_max_mb_fails_above_the_budget_and_names_the_growth(wheels: tuple[Path, Path],

@@ -51,7 +51,6 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     from ..buildtree.toolchain import find_nvcc
-    from . import show, size
 
     if not (args.example / "pyproject.toml").is_file() or not (ROOT / "pyproject.toml").is_file():
         raise UsageError(f"no example project at {args.example}", "run the demo from a source checkout, or pass --example")
@@ -71,8 +70,14 @@ def run(args: argparse.Namespace) -> int:
         wheel = max((work / "dist").glob("*.whl"), key=lambda w: w.stat().st_mtime_ns)
         kept = f"kept in {work}" if args.workdir else "a temporary folder, removed when the demo ends (--workdir keeps it)"
         print(f"demo: {wheel.name} ships {MAP_IN_WHEEL} ({kept})\n", flush=True)
-        code = show.run(argparse.Namespace(map=str(wheel), headers=3, json=False))
+        code = _command("show", str(wheel), "--headers", "3")
         print(f"\ndemo: the device code {wheel.name} ships, by source (kernel-symbol-map size)", flush=True)
-        sized = size.run(argparse.Namespace(paths=[str(wheel)], map=None, by="source", top=10, max_mb=None,
-                                            html=None, json=False, csv=False))
-        return max(code, sized)
+        return max(code, _command("size", str(wheel), "--by", "source", "--top", "10"))
+
+
+def _command(*argv: str) -> int:
+    """A command as the command line runs it: its parser's defaults, so no option is left out."""
+    from . import build_parser
+
+    args = build_parser(argv[0]).parse_args(list(argv))
+    return int(args.run(args))

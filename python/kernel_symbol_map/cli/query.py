@@ -11,7 +11,7 @@ from typing import Any
 
 from ._commands import summary_of
 from ._common import MAP_HELP, default_source_root
-from ._output import EXIT_INPUT, EXIT_OK, tip, write_json
+from ._output import EXIT_INPUT, EXIT_OK, error, tip, write_json
 
 JSON_SCHEMA = "kernel-symbol-map/query/1"
 # An item spelled like a file (a map spells paths with /) is only ever a file: as a pattern, `scan.cu`
@@ -70,22 +70,27 @@ def _closest(kmap: Any, item: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from ..consumer.canonical import Canonical
+    from ..consumer.inputs import project_path
     from ..consumer.kernelmap import load
 
     kmap = load(args.map)
-    canonical = Canonical(args.source_root or default_source_root(), args.build_dir)
+    if not kmap.has_evidence:
+        error(f"no evidence in {kmap.where}: {kmap.reason}")
+    root = args.source_root or default_source_root()
+    canonical = Canonical(root, args.build_dir)
     answers: list[dict[str, Any]] = []
     unmatched = []
     for item in args.items:
         if kmap.sources_for(item):
             answers.append(_kernel_answer(kmap, item, item))
             continue
-        (reach,) = kmap.reach(item, canonical=canonical)
+        path, _ = project_path(item, root)  # from the current folder when the file is there
+        (reach,) = kmap.reach(path, canonical=canonical)
         named = _kernels_meant(kmap, item) if reach.status == "not-in-map" else []
         if named:
             answers += [_kernel_answer(kmap, symbol, item) for symbol in named]
             continue
-        answer = {"path": item, "status": reach.status, "why": reach.explain(), "kernels": sorted(reach.symbols),
+        answer = {"path": path, "status": reach.status, "why": reach.explain(), "kernels": sorted(reach.symbols),
                   "via": [{"object": lk.object, "source": lk.source, "target": lk.target, "via": lk.via}
                           for lk in reach.links]}
         if reach.status == "not-in-map":

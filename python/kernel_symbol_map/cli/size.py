@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-mb {args.max_mb:g}: a budget is a positive number of MiB")
     keep = names.name_filter(args.filter) if args.filter else None
     try:
-        measured = sizeinputs.measure(args.paths, args.map, keep)
+        measured = sizeinputs.measure(args.paths, _binary_records, args.map, keep)
     except sizeinputs.MixedInputs as e:
         raise UsageError(str(e)) from None
     inputs = measured.inputs
@@ -85,6 +85,13 @@ def run(args: argparse.Namespace) -> int:
     if verdict is not None:
         error(verdict.message(label.of(verdict.by)))
     return max(code, EXIT_INPUT if verdict or any(i.failed for i in inputs) else EXIT_OK)
+
+
+def _binary_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """A binary's device images as (architecture, size record): the readers' answer, for the consumer."""
+    from ..readers.sizes import measure
+
+    return [(i.arch, i.record()) for i in measure(path)]
 
 
 class _Labels:
@@ -252,15 +259,25 @@ def _treemap(path: Path, measured: Any) -> None:
     from .. import _atomic
     from ..consumer import sizereport, treemap
 
-    shown = measured.shown
-    found = [p for i in shown for p in i.pieces]
-    title = f"device code of {shown[0].name}" if len(shown) == 1 else f"device code of {len(shown)} inputs"
-    if path.suffix == ".svg":
-        text = treemap.svg(found, title) + "\n"
+    if measured.diff:  # NEW's map, each box coloured by its change against OLD
+        old, new = measured.inputs
+        title = f"device code of {old.name} -> {new.name}"
+        if path.suffix == ".svg":
+            text = treemap.diff_svg(old.pieces, new.pieces, title) + "\n"
+        else:
+            summary = [f"OLD {old.name}: {_totals_line(sizereport.totals(old.pieces))}",
+                       f"NEW {new.name}: {_totals_line(sizereport.totals(new.pieces))}"]
+            text = treemap.diff_html(old.pieces, new.pieces, title, summary)
     else:
-        summary = [_totals_line(sizereport.totals(found))]
-        summary += [f"target {r.key}: {r.bytes:,} B" for r in sizereport.rows(found, "target")[:10]]
-        text = treemap.html(found, title, summary)
+        shown = measured.inputs
+        found = [p for i in shown for p in i.pieces]
+        title = f"device code of {shown[0].name}" if len(shown) == 1 else f"device code of {len(shown)} inputs"
+        if path.suffix == ".svg":
+            text = treemap.svg(found, title) + "\n"
+        else:
+            summary = [_totals_line(sizereport.totals(found))]
+            summary += [f"target {r.key}: {r.bytes:,} B" for r in sizereport.rows(found, "target")[:10]]
+            text = treemap.html(found, title, summary)
     try:
         _atomic.replace(path, text.encode(), mode=0o644)
     except OSError as e:

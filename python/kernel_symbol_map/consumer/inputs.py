@@ -169,7 +169,7 @@ def project_path(spelled: str, top: Path) -> tuple[str, str]:
     project: the git top level, or ``--source-root``); else as a path from
     ``top``, the way the map and ``git diff`` spell them. An absolute path is
     itself. Returns (the path to look up, "" when it is spelled from ``top``,
-    else how it was read, for people).
+    else how it was read, for people: logged as :func:`resolve` logs).
     """
     if os.path.isabs(spelled):
         return spelled, ""
@@ -179,4 +179,6 @@ def project_path(spelled: str, top: Path) -> tuple[str, str]:
     if os.path.abspath(here) == os.path.abspath(top) or not os.path.exists(absolute) or \
             inside == os.pardir or inside.startswith(os.pardir + os.sep):
         return spelled, ""
-    return inside.replace(os.sep, "/"), f"{spelled} from the current folder: {inside}"
+    how = f"{spelled} from the current folder: {inside}"
+    logging.getLogger(__name__).info("%s", how)
+    return inside.replace(os.sep, "/"), how

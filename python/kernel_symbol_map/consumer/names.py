@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 
-import regex
+import re  # the fixed patterns: stdlib, so that --help imports no regex (tests/test_startup.py)
 
 # 80 columns: a terminal's default width, so a label plus a size column stays on one line of
 # `size --by kernel`; cuBLASLt's median demangled name is 134 characters, and its folded family
@@ -32,7 +32,7 @@ _CACHE = 1 << 16  # distinct symbols kept: a few size reports' worth
 # Inline namespaces that only say which CCCL version and SM list built a kernel (CUB_300001_SM_800,
 # THRUST_200500_800_NS, libcu++'s and libc++'s __4 and __1, libstdc++'s __cxx11): noise to a reader, and
 # they differ between two builds of the same code.
-_VERSION_NAMESPACES = regex.compile(r"(?<=\bcub::)CUB_\d+\w*::|(?<=\bthrust::)THRUST_\d+\w*::"
+_VERSION_NAMESPACES = re.compile(r"(?<=\bcub::)CUB_\d+\w*::|(?<=\bthrust::)THRUST_\d+\w*::"
                                     r"|(?<=::)__(?:\d+|cxx11)::")
 
 
@@ -78,6 +78,8 @@ def name_filter(pattern: str) -> Callable[[str], bool]:
     demangled name (with or without version namespaces), a regex that ``search``-es that name, or a label
     :func:`readable` printed (``ns::k<...>``, or one cut with ``...``). A pattern that is not a valid regex
     is only a substring; an empty one matches every symbol."""
+    import regex  # a person's pattern, read as --external-kernels reads one; imported only when one is given
+
     try:
         compiled: regex.Pattern[str] | None = regex.compile(pattern)
     except (regex.error, ValueError, OverflowError, RecursionError):  # not a regex: still a substring
@@ -203,7 +205,7 @@ def _template_spans(name: str) -> list[tuple[int, int, int]]:
     return sorted(spans) if not open_at else []
 
 
-_BRACKETS = regex.compile(r"(?<![\w])operator[<>=-]*|[<>]")
+_BRACKETS = re.compile(r"(?<![\w])operator[<>=-]*|[<>]")
 
 
 def _name(demangled: str) -> str:
@@ -229,7 +231,7 @@ def _name(demangled: str) -> str:
     return demangled[space + 1 : cut]
 
 
-_NAME_MARKS = regex.compile(regex.escape(ANONYMOUS) + r"|[<>( ]")
+_NAME_MARKS = re.compile(re.escape(ANONYMOUS) + r"|[<>( ]")
 
 
 def _leading_name(symbol: str) -> str:

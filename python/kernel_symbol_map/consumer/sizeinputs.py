@@ -1,7 +1,8 @@
 """``size``'s inputs, measured: maps, wheels and binaries as :mod:`.sizereport` pieces (issue 21, 30).
 
 Each input is named as every command names one (:func:`.inputs.resolve`), plus
-binaries. What a file weighs is kept apart from what its libraries weigh, and
+binaries, which the caller's ``read_binary`` measures (the readers are not the
+consumer's to import: the command line passes ``readers.sizes``). What a file weighs is kept apart from what its libraries weigh, and
 the two are never divided by each other: a wheel's ``file_bytes`` are zipped,
 its libraries' ``library_bytes`` are not; a binary's are the same bytes; a map
 stores device images only.
@@ -68,7 +69,10 @@ class Measurement:
         return any(i.mapped for i in self.inputs)
 
 
-def measure(spellings: Sequence[str], map_spelling: str | None = None,
+ReadBinary = Callable[[Path], list[tuple[str, dict[str, Any]]]]  # (arch, size record) per image; FormatError
+
+
+def measure(spellings: Sequence[str], read_binary: ReadBinary, map_spelling: str | None = None,
             keep: Callable[[str], bool] | None = None) -> Measurement:
     """Read every input. Two maps or two wheels are OLD and NEW; binaries are joined with the map
     ``map_spelling`` names, if any. ``keep`` (on mangled names) keeps only those kernels' pieces."""
@@ -80,7 +84,7 @@ def measure(spellings: Sequence[str], map_spelling: str | None = None,
     if map_spelling is not None and any(k != "binary" for k in kinds):
         raise MixedInputs("--map joins binaries with a map; maps and wheels bring their own")
     document = read_document(map_spelling)[0] if map_spelling is not None else None
-    measured = [_read(f, k, None if diff else document) for f, k in zip(found, kinds)]
+    measured = [_read(f, k, None if diff else document, read_binary) for f, k in zip(found, kinds)]
     if keep is not None:
         for m in measured:
             m.pieces = [p for p in m.pieces if p.kernel and keep(p.kernel)]
@@ -91,7 +95,7 @@ def _kind(found: Input) -> str:
     return "map" if found.kind == "package" else found.kind
 
 
-def _read(found: Input, kind: str, document: Mapping[str, Any] | None) -> Measured:
+def _read(found: Input, kind: str, document: Mapping[str, Any] | None, read_binary: ReadBinary) -> Measured:
     from .kernelmap import read_document
 
     if kind == "map":
@@ -102,10 +106,10 @@ def _read(found: Input, kind: str, document: Mapping[str, Any] | None) -> Measur
         out.file_bytes = out.stored
         return out
     if kind == "wheel":
-        return _wheel(found)
+        return _wheel(found, read_binary)
     size = _file_size(found.path)
     out = Measured(found.name, kind, file_bytes=size, library_bytes=size, mapped=document is not None)
-    records = _records(found.path, found.name, out)
+    records = _records(read_binary, found.path, found.name, out)
     if records is not None:
         out.pieces = sizereport.join([(found.name, records)], document).pieces
     return out
@@ -118,17 +122,15 @@ def _file_size(path: Path) -> int:
         return 0
 
 
-def _records(path: Path, name: str, into: Measured) -> list[tuple[str, dict[str, Any]]] | None:
-    from ..readers.sizes import measure as measure_binary
-
+def _records(read_binary: ReadBinary, path: Path, name: str, into: Measured) -> list[tuple[str, dict[str, Any]]] | None:
     try:
-        return [(i.arch, i.record()) for i in measure_binary(path)]
+        return read_binary(path)
     except FormatError as e:
         into.failed.append(str(e).replace(str(path), name, 1))  # a wheel's member: named, not its temporary copy
         return None
 
 
-def _wheel(found: Input) -> Measured:
+def _wheel(found: Input, read_binary: ReadBinary) -> Measured:
     """A wheel's libraries, measured one at a time from a temporary file (memory stays bounded by the
     largest device image), charged to the map the wheel ships; without one, per kernel as binaries are."""
     path = found.path
@@ -150,7 +152,7 @@ def _wheel(found: Input) -> Measured:
                     local = Path(tmp) / "member"
                     with local.open("wb") as dst:
                         copy_member(z, info, dst, path)
-                    records = _records(local, f"{path}!{info.filename}", out)
+                    records = _records(read_binary, local, f"{path}!{info.filename}", out)
                     if records:
                         binaries.append((info.filename, records))
                     os.unlink(local)

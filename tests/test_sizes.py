@@ -35,7 +35,7 @@ from conftest import example_wheel
 from elftools.elf.elffile import ELFFile
 
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer import sizereport
+from kernel_symbol_map.consumer import sizeinputs, sizereport
 from kernel_symbol_map.errors import FormatError
 from kernel_symbol_map.mapformat import validation
 from kernel_symbol_map.readers import sizes
@@ -273,6 +273,60 @@ def test_max_mb_fails_above_the_budget_and_names_the_growth(wheels: tuple[Path, 
     assert len(err) == 1 and err[0].startswith("ERROR") and "above the budget" in err[0]
     assert "the largest sources: csrc/attention.cu" in err[0]
     assert "the largest growth: csrc/attention.cu +" in err[0]
+
+
+def test_a_wheels_zipped_and_unzipped_bytes_are_named_apart(wheels: tuple[Path, Path],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30: a wheel's file bytes are zipped, its libraries' are not; device bytes are a share of the
+    libraries' only (the old line divided unzipped by zipped: "169%")."""
+    old, _ = wheels
+    with zipfile.ZipFile(old) as z:
+        libraries = [i for i in z.infolist() if i.filename.endswith(".so") or ".so." in i.filename]
+    unzipped = sum(i.file_size for i in libraries)
+    (wheel,) = _size_json(capsys, str(old))["inputs"]
+    assert (wheel["file_bytes"], wheel["library_bytes"]) == (old.stat().st_size, unzipped)
+    assert 0 < wheel["stored_bytes"] <= unzipped
+    assert main(["size", str(old)]) == 0
+    line = next(t for t in capsys.readouterr().out.splitlines() if t.startswith("wheel: "))
+    share = f"{wheel['stored_bytes'] / unzipped:.1%}"
+    assert len(libraries) == 2  # the extension and its kernels' library
+    assert line.startswith(f"wheel: {old.stat().st_size:,} B zipped; 2 shared libraries in it: {unzipped:,} B unzipped, "
+                           f"of which device images store {wheel['stored_bytes']:,} B ({share})")
+
+
+def test_a_budget_line_never_reads_a_figure_as_its_budget() -> None:
+    """Issue 30: "2.4 MiB above the budget of 2.4 MiB", "+0.00 MiB": enough digits, or bytes."""
+    mib = 1 << 20
+    assert sizeinputs.mib(int(2.4 * mib) + 1, apart_from=2.4) == "2.400001"
+    assert sizeinputs.mib(int(2.45 * mib), apart_from=2.4) == "2.45"
+    assert sizeinputs.mib(3 * mib, apart_from=2.4) == "3.00"
+    assert sizeinputs.growth(1234) == "+1,234 B" and sizeinputs.growth(-mib) == "-1.00 MiB"
+
+
+def test_the_filter_keeps_the_kernels_whose_demangled_name_matches(wheels: tuple[Path, Path],
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    old, _ = wheels
+    every = {r["key"] for r in _size_json(capsys, str(old), "--by", "kernel")["rows"]}
+    kept = {r["key"] for r in _size_json(capsys, str(old), "--by", "kernel", "--filter", "scale_kernel<float>")["rows"]}
+    assert kept == {SCALE_FLOAT} and SCALE_FLOAT in every and len(every) > 1
+    regex = {r["key"] for r in _size_json(capsys, str(old), "--by", "kernel", "--filter", "^demo::scale_k")["rows"]}
+    assert SCALE_FLOAT in regex and regex < every
+    assert main(["size", str(old), "--by", "kernel", "--filter", "scale_kernel<float>"]) == 0
+    out = capsys.readouterr().out
+    assert "demo::scale_kernel<float>" in out and SCALE_FLOAT not in out
+    assert "only kernels matching 'scale_kernel<float>': 1 kernel" in out
+
+
+def test_size_old_new_html_draws_the_diff_page_and_says_where(wheels: tuple[Path, Path], tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = wheels
+    page = tmp_path / "diff.html"
+    assert main(["size", str(old), str(new), "--html", str(page)]) == 0
+    assert capsys.readouterr().err.splitlines() == [f"wrote {page}"]
+    text = page.read_text()
+    assert "grew (+" in text and f"OLD {old}: device code" in text and f"NEW {new}: device code" in text
+    assert main(["size", str(new), "--html", str(page)]) == 0  # one input: its own treemap, no legend of growth
+    assert "grew (+" not in page.read_text() and capsys.readouterr().err.splitlines() == [f"wrote {page}"]
 
 
 def _chromium(page: Path, width: int, height: int, shot: Path) -> tuple[Any, dict[tuple[str, ...], dict]]:

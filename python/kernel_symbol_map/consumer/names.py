@@ -75,7 +75,8 @@ def readable(symbol: str, width: int | None = WIDTH) -> str:
 
 def name_filter(pattern: str) -> Callable[[str], bool]:
     """A predicate on mangled symbols: true when ``pattern`` is the symbol itself, a substring of its
-    demangled name (with or without version namespaces), a regex that ``search``-es that name, or a label
+    demangled name (with or without version namespaces), a regex that ``search``-es that name or the name
+    without its return type and parameters (``^ns::k``), or a label
     :func:`readable` printed (``ns::k<...>``, or one cut with ``...``). A pattern that is not a valid regex
     is only a substring; an empty one matches every symbol."""
     import regex  # a person's pattern, read as --external-kernels reads one; imported only when one is given
@@ -93,8 +94,8 @@ def name_filter(pattern: str) -> Callable[[str], bool]:
         texts = (full(symbol), _clean(symbol))
         if any(pattern in t for t in texts):
             return True
-        if compiled is not None and any(compiled.search(t) for t in texts):
-            return True
+        if compiled is not None and any(compiled.search(t) for t in (*texts, _label(symbol))):
+            return True  # the label too: '^ns::k' is how a person anchors the name they read
         if copied:  # a label from a report: the same fold, or the start of one that was cut
             forms = _folds(_label(symbol))
             return pattern in forms or (bool(prefix) and any(f.startswith(prefix) for f in forms))

@@ -45,9 +45,9 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help=f"output mode: {MAP_HELP}, of the commit the recordings were made at, while --map is the "
                    "change's own build; a kernel whose device code differs between the two reaches the tests that "
                    "launched it (repeat for shards; a base map without digests: source mode, with a note)")
-    p.add_argument("--recordings", nargs="+", type=Path, required=True, metavar="FILE|DIR",
+    p.add_argument("--recordings", nargs="+", type=Path, metavar="FILE|DIR",
                    help="recorder text files, JSON Lines, or Nsight Systems SQLite exports; a folder means "
-                   "every recording in it")
+                   "every recording in it (required, here or as recordings in [tool.kernel-symbol-map])")
     changes = p.add_mutually_exclusive_group(required=True)
     changes.add_argument("--changed", nargs="+", metavar="FILE", help="changed files, as the map spells them")
     changes.add_argument("--diff", metavar="BASE",
@@ -81,9 +81,39 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(run=run)
 
 
+def _configured(args: argparse.Namespace) -> None:
+    """Options the command line left out, from ``[tool.kernel-symbol-map]`` (consumer/config.py): a flag
+    given replaces its key. Said in a NOTE when the table gave any."""
+    import logging
+
+    from ..consumer import config
+
+    try:
+        found = config.load(Path.cwd(), args.source_root or default_source_root())
+    except config.ConfigError as e:
+        raise UsageError(str(e)) from None
+    used = []
+    for key, dest in (("map", "map"), ("base-map", "base_map"), ("external-kernels", "external_kernels")):
+        if not getattr(args, dest) and found.get(key):
+            setattr(args, dest, found.get(key))
+            used.append(key)
+    if args.recordings is None and found.get("recordings"):
+        args.recordings = [Path(p) for p in found.get("recordings")]
+        used.append("recordings")
+    if args.rules is None and found.rules:
+        args.rules = Path(found.rules)
+        used.append("rules")
+    if used:
+        logging.getLogger("kernel_symbol_map.config").info("%s: %s from [tool.%s]", found.source,
+                                                            ", ".join(used), config.TABLE)
+    if args.recordings is None:
+        raise UsageError("select needs --recordings (or recordings in [tool.kernel-symbol-map] of pyproject.toml)")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..consumer import changes
     from ..consumer.canonical import Canonical
+    from ..consumer.inputs import project_path
     from ..consumer.perfile import looks_built
     from ..consumer.recordings import expand, read_each
     from ..consumer.selection import (
@@ -98,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         select,
     )
 
+    _configured(args)
     try:  # a pattern that is no regex is the user's mistake, named before any evidence is read
         external_patterns(args.external_kernels)
     except KernelSymbolMapError as e:
@@ -118,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
                       per_file=not args.whole_change, source_root=source_root)
     tests = all_tests(recordings, unreadable, rules)
 
-    changed: list[str] = list(args.changed or [])
+    changed: list[str] = [project_path(c, source_root)[0] for c in args.changed or []]  # here first, said
     commit_missing = ""
     if args.diff is not None:  # diffed whatever the evidence: the static rules need the change set too
         commit = (base_maps or kmaps)[0].commit if (base_maps or kmaps) else ""

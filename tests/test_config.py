@@ -1,0 +1,114 @@
+"""``[tool.kernel-symbol-map]`` in pyproject.toml: select's maps, recordings, rules and external kernels
+kept once, as pytest and testmon users keep theirs (issue 30)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from projects import Build
+
+from kernel_symbol_map.cli import main
+from kernel_symbol_map.consumer import config, inputs
+
+COMMIT = "c0ffee0000000000000000000000000000000000"
+ATTENTION = "_ZN7kernels16attention_kernelEPfPKfi"
+GEMM = "_ZN7kernels11gemm_kernelEPfPKfS2_i"
+
+
+@pytest.fixture(scope="module")
+def map_file(kernel_builds: dict[str, Build], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    b = kernel_builds["3.25-ninja"]
+    out = tmp_path_factory.mktemp("config") / inputs.MAP_NAME
+    assert main(["build", "--build-dir", str(b.build), "--source-root", str(b.source), "--out", str(out),
+                 "--commit", COMMIT]) == 0
+    return out
+
+
+@pytest.fixture
+def project(tmp_path: Path, map_file: Path) -> Path:
+    """A project whose pyproject names its map, its recordings and its rules by relative paths."""
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "dist" / inputs.MAP_NAME).write_bytes(map_file.read_bytes())
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "r.jsonl").write_text("".join(
+        json.dumps({"test": t, "kernels": [k], "complete": True, "commit": COMMIT}) + "\n"
+        for t, k in (("test_attention", ATTENTION), ("test_gemm", GEMM))))
+    (tmp_path / "ci" / "rules.json").write_text(json.dumps({"rules": [{"paths": ["docs/**"], "tests": []}]}))
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "p"\n\n[tool.kernel-symbol-map]\nmap = "dist/"\nrecordings = ["ci/r.jsonl"]\n'
+        'rules = "ci/rules.json"\n')
+    return tmp_path
+
+
+def _selection(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    capsys.readouterr()
+    assert main(["select", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_select_takes_what_pyproject_names(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    flags = ["--map", str(project / "dist"), "--recordings", str(project / "ci" / "r.jsonl"),
+             "--rules", str(project / "ci" / "rules.json"), "--source-root", str(project)]
+    changed = ["--changed", "csrc/attention/attn.cu", "docs/index.md"]
+    (project / "sub").mkdir()
+    monkeypatch.chdir(project / "sub")  # found from below, up to the project's top
+    from_flags = _selection(capsys, *flags, *changed)
+    from_table = _selection(capsys, "--source-root", str(project), *changed)
+    assert from_table["run"] == from_flags["run"] == ["test_attention"]
+    assert from_table["skip"] == from_flags["skip"] == ["test_gemm"]
+    assert [f["decided_by"] for f in from_table["files"]] == [f["decided_by"] for f in from_flags["files"]]
+    assert "rules" in {f["decided_by"] for f in from_table["files"]}  # docs/index.md: the table's rules
+
+
+def test_a_flag_replaces_its_key(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(project)
+    empty = project / "none.jsonl"
+    empty.write_text("")
+    doc = _selection(capsys, "--recordings", str(empty), "--changed", "csrc/attention/attn.cu")
+    assert doc["run"] == [] and doc["skip"] == []  # not the table's recordings
+
+
+def test_the_table_is_said_in_a_note(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(project)
+    assert main(["select", "--changed", "csrc/attention/attn.cu"]) == 0
+    err = capsys.readouterr().err
+    assert f"NOTE {project / 'pyproject.toml'}: map, recordings, rules from [tool.kernel-symbol-map]" in err
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ('recording = ["r"]', "has no key 'recording' (did you mean recordings?)"),
+    ("map = 3", "map must be a string or a non-empty list of strings"),
+    ("map = []", "map must be a string or a non-empty list of strings"),
+    ("rules = []", "rules must be a path (a string)"),
+    ("[tool.kernel-symbol-map.x]", "has no key 'x'"),
+])
+def test_a_bad_table_is_one_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str], table: str, message: str) -> None:
+    body = table if table.startswith("[") else f"[tool.kernel-symbol-map]\n{table}"
+    (tmp_path / "pyproject.toml").write_text(body + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["select", "--changed", "a.cu"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("ERROR ") and message in err[0], err
+
+
+def test_without_recordings_anywhere_select_says_where_to_give_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["select", "--changed", "a.cu"]) == 2
+    assert "select needs --recordings (or recordings in [tool.kernel-symbol-map]" in capsys.readouterr().err
+
+
+def test_the_search_stops_at_the_project_top(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.kernel-symbol-map]\nmap = 'x'\n")
+    top = tmp_path / "proj"
+    (top / "a").mkdir(parents=True)
+    assert config.find(top / "a", top) is None  # above the top: another project's
+    (top / "pyproject.toml").write_text("")
+    assert config.find(top / "a", top) == top / "pyproject.toml"
+    assert config.load(top / "a", top) == config.Config()

@@ -49,7 +49,9 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--cmake-include",
         action="store_true",
-        help="print the file that maps an unmodified project (for -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=...) and exit",
+        help="print the file that maps an unmodified project (for -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=...) and exit; "
+        "scikit-build-core 1.1+ needs no flag: the package's scikit-build-core.config.default entry point names it "
+        "in every build whose environment holds kernel-symbol-map (KERNEL_SYMBOL_MAP_RETROFIT=0 turns that off)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, summary) in COMMANDS.items():

@@ -15,6 +15,7 @@ from kernel_symbol_map.consumer import config, inputs
 COMMIT = "c0ffee0000000000000000000000000000000000"
 ATTENTION = "_ZN7kernels16attention_kernelEPfPKfi"
 GEMM = "_ZN7kernels11gemm_kernelEPfPKfS2_i"
+EXTERNAL = "_Z15nccl_dev_kernelv"  # launched by test_gemm, compiled by no object of the map
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +34,12 @@ def project(tmp_path: Path, map_file: Path) -> Path:
     (tmp_path / "dist" / inputs.MAP_NAME).write_bytes(map_file.read_bytes())
     (tmp_path / "ci").mkdir()
     (tmp_path / "ci" / "r.jsonl").write_text("".join(
-        json.dumps({"test": t, "kernels": [k], "complete": True, "commit": COMMIT}) + "\n"
-        for t, k in (("test_attention", ATTENTION), ("test_gemm", GEMM))))
+        json.dumps({"test": t, "kernels": k, "complete": True, "commit": COMMIT}) + "\n"
+        for t, k in (("test_attention", [ATTENTION]), ("test_gemm", [GEMM, EXTERNAL]))))
     (tmp_path / "ci" / "rules.json").write_text(json.dumps({"rules": [{"paths": ["docs/**"], "tests": []}]}))
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "p"\n\n[tool.kernel-symbol-map]\nmap = "dist/"\nrecordings = ["ci/r.jsonl"]\n'
-        'rules = "ci/rules.json"\n')
+        f'rules = "ci/rules.json"\nexternal-kernels = ["{EXTERNAL}"]\n')
     return tmp_path
 
 
@@ -51,7 +52,8 @@ def _selection(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
 def test_select_takes_what_pyproject_names(project: Path, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     flags = ["--map", str(project / "dist"), "--recordings", str(project / "ci" / "r.jsonl"),
-             "--rules", str(project / "ci" / "rules.json"), "--source-root", str(project)]
+             "--rules", str(project / "ci" / "rules.json"), "--external-kernels", EXTERNAL,
+             "--source-root", str(project)]
     changed = ["--changed", "csrc/attention/attn.cu", "docs/index.md"]
     (project / "sub").mkdir()
     monkeypatch.chdir(project / "sub")  # found from below, up to the project's top
@@ -77,7 +79,7 @@ def test_the_table_is_said_in_a_note(project: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.chdir(project)
     assert main(["select", "--changed", "csrc/attention/attn.cu"]) == 0
     err = capsys.readouterr().err
-    assert f"NOTE {project / 'pyproject.toml'}: map, recordings, rules from [tool.kernel-symbol-map]" in err
+    assert f"NOTE {project / 'pyproject.toml'}: map, external-kernels, recordings, rules from [tool.kernel-symbol-map]" in err
 
 
 @pytest.mark.parametrize(("table", "message"), [
@@ -112,3 +114,29 @@ def test_the_search_stops_at_the_project_top(tmp_path: Path) -> None:
     (top / "pyproject.toml").write_text("")
     assert config.find(top / "a", top) == top / "pyproject.toml"
     assert config.load(top / "a", top) == config.Config()
+    assert config.find(tmp_path, top) is None  # from outside the project: not even its own folder's
+
+
+def test_a_tool_that_is_not_a_table_is_one_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "pyproject.toml").write_text("tool = 3\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["select", "--changed", "a.cu", "--recordings", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"ERROR {tmp_path / 'pyproject.toml'}: [tool] must be a table"]
+
+
+@pytest.mark.parametrize(("flag", "value", "run"), [
+    ("--rules", "ci/other-rules.json", ["test_attention", "test_gemm"]),  # docs/**: test_gemm, not no test
+    ("--map", "other/", ["test_attention", "test_gemm"]),  # no map there: every test
+    ("--external-kernels", "_Z5otherv", ["test_attention", "test_gemm"]),  # test_gemm's kernel is unknown again
+])
+def test_each_flag_replaces_its_key(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str], flag: str, value: str, run: list[str]) -> None:
+    """The table names the project's; a flag names this run's, alone (never the table's beside it)."""
+    (project / "ci" / "other-rules.json").write_text(json.dumps({"rules": [{"paths": ["docs/**"], "tests": ["test_gemm"]}]}))
+    (project / "other").mkdir()
+    monkeypatch.chdir(project)
+    changed = ["--changed", "csrc/attention/attn.cu", "docs/index.md"]
+    assert _selection(capsys, *changed)["run"] == ["test_attention"]
+    given = value if flag == "--external-kernels" else str(project / value)
+    assert sorted(_selection(capsys, flag, given, *changed)["run"]) == run

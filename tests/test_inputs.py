@@ -69,6 +69,9 @@ def test_a_glob_of_several_files_that_are_not_wheels_is_refused(tmp_path: Path, 
     os.unlink(tmp_path / "b.json.gz")
     found = inputs.resolve(str(tmp_path / "*.json.gz"))
     assert (found.kind, found.path) == ("map", tmp_path / "a.json.gz")
+    wheel(tmp_path / "p-1.0-py3-none-any.whl", map_file.read_bytes(), 1_000_000)  # a wheel and a map: which?
+    with pytest.raises(MapError, match=r"matches 2 files"):
+        inputs.resolve(str(tmp_path / "*"))
 
 
 COMMANDS = [
@@ -133,7 +136,35 @@ def test_a_path_inside_the_project_is_read_from_the_current_folder_first(tmp_pat
     monkeypatch.chdir(tmp_path)
     assert inputs.project_path("proj/src/mc/lorensen.cu", top) == \
         ("src/mc/lorensen.cu", "proj/src/mc/lorensen.cu from the current folder: src/mc/lorensen.cu")
-    assert inputs.project_path("../outside.cu", top) == ("../outside.cu", "")
+    (tmp_path / "outside.cu").write_text("")
+    monkeypatch.chdir(top / "src")
+    assert inputs.project_path("../../outside.cu", top) == ("../../outside.cu", "")  # there, but not the project's
+
+
+def test_a_changed_file_both_here_and_at_the_top_is_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """select must not miss the file a person meant: from tools/, csrc/a.cu may be tools/csrc/a.cu or
+    csrc/a.cu; both are looked up (a deleted file, in neither, keeps the project's spelling)."""
+    top = tmp_path / "proj"
+    for folder in (top / "csrc", top / "tools" / "csrc"):
+        folder.mkdir(parents=True)
+        (folder / "a.cu").write_text("")
+    monkeypatch.chdir(top / "tools")
+    assert inputs.project_paths("csrc/a.cu", top) == ["tools/csrc/a.cu", "csrc/a.cu"]
+    assert inputs.project_paths("csrc/gone.cu", top) == ["csrc/gone.cu"]
+    os.unlink(top / "csrc" / "a.cu")  # deleted at the top by the change: git diff still names csrc/a.cu
+    assert inputs.project_paths("csrc/a.cu", top) == ["tools/csrc/a.cu", "csrc/a.cu"]
+    assert inputs.project_paths("../csrc/a.cu", top) == ["csrc/a.cu"]  # from tools/: no top spelling
+
+
+def test_select_never_chooses_a_map_by_its_time(dist: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Show reads the newest wheel of dist/; select refuses to choose (a stale map skips tests), and runs
+    every test, as for any map it cannot read."""
+    recordings = tmp_path / "r.jsonl"
+    recordings.write_text('{"test": "t", "kernels": [], "complete": true}\n')
+    assert main(["select", "--map", str(dist), "--recordings", str(recordings), "--changed", "a.cu", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "2 wheels in" in captured.err and "name the one to read" in captured.err
+    assert '"fallback": "map-unreadable"' in captured.out
 
 
 def test_inputs_are_resolved_below_the_command_line() -> None:

@@ -119,6 +119,7 @@ def test_a_pattern_that_is_no_regex_is_a_substring() -> None:
     assert foo("_Z3fooi")  # foo(int)
     assert not foo("_Z3bari") and not foo("plain_c_kernel")
     assert name_filter("[")("_Z1kPi") is False and name_filter("k(int*")("_Z1kPi")
+    assert name_filter("k(int*)")("_Z1kPi")  # a valid regex that means something else: still a substring
 
 
 def test_a_label_copied_from_a_report_finds_its_kernels(cub_kernels: list[str]) -> None:

@@ -113,7 +113,7 @@ def _configured(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..consumer import changes
     from ..consumer.canonical import Canonical
-    from ..consumer.inputs import project_path
+    from ..consumer.inputs import project_paths
     from ..consumer.perfile import looks_built
     from ..consumer.recordings import expand, read_each
     from ..consumer.selection import (
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
                       per_file=not args.whole_change, source_root=source_root)
     tests = all_tests(recordings, unreadable, rules)
 
-    changed: list[str] = [project_path(c, source_root)[0] for c in args.changed or []]  # here first, said
+    changed: list[str] = [p for c in args.changed or [] for p in project_paths(c, source_root)]  # here, and top
     commit_missing = ""
     if args.diff is not None:  # diffed whatever the evidence: the static rules need the change set too
         commit = (base_maps or kmaps)[0].commit if (base_maps or kmaps) else ""
@@ -205,7 +205,7 @@ def _load_maps(sources: list[str], flag: str = "--map") -> tuple[list[KernelMap]
     kmaps = []
     for source in sources:
         try:
-            kmaps.append(load(source))
+            kmaps.append(load(source, newest=False))  # never a map chosen by a file's time
         except MapNotFound as e:
             warning(f"{e}; every test runs (no-map)")
             return [], (NO_MAP, str(e))

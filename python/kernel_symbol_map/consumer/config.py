@@ -54,9 +54,12 @@ class Config:
 
 
 def find(start: Path, top: Path) -> Path | None:
-    """The first ``pyproject.toml`` from ``start`` up to ``top`` (both included), if any."""
+    """The first ``pyproject.toml`` from ``start`` up to ``top`` (both included), if any; none when
+    ``start`` is outside ``top``: another project's table must not decide this one's tests."""
     here = start.resolve()
     top = top.resolve()
+    if here != top and top not in here.parents:
+        return None
     while True:
         candidate = here / "pyproject.toml"
         if candidate.is_file():
@@ -75,7 +78,10 @@ def load(start: Path, top: Path) -> Config:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"{path}: not readable TOML ({e})") from None
-    table = document.get("tool", {}).get(TABLE)
+    tools = document.get("tool", {})
+    if not isinstance(tools, dict):
+        raise ConfigError(f"{path}: [tool] must be a table")
+    table = tools.get(TABLE)
     if table is None:
         return Config()
     return parse(table, path)

@@ -58,17 +58,18 @@ class Input:
         return self.spelled if not self.how else str(self.path)
 
 
-def resolve(spelled: str, *, binaries: bool = False) -> Input:
+def resolve(spelled: str, *, binaries: bool = False, newest: bool = True) -> Input:
     """The file ``spelled`` names. With ``binaries``, a file that is neither a wheel nor a map file (by
-    its name) is a binary to measure. A spelling that named several files is logged (INFO) with the one
-    chosen: the command line prints it as a NOTE."""
-    found = _resolve(spelled, binaries)
+    its name) is a binary to measure. A spelling that named several wheels reads the newest, logged (INFO)
+    with the one chosen: the command line prints it as a NOTE. Without ``newest`` several wheels are a
+    :class:`MapError` that names them: ``select`` never skips a test on a map chosen by a file's time."""
+    found = _resolve(spelled, binaries, newest)
     if found.how:
         logging.getLogger(__name__).info("%s: %s", spelled, found.how)
     return found
 
 
-def _resolve(spelled: str, binaries: bool) -> Input:
+def _resolve(spelled: str, binaries: bool, newest: bool) -> Input:
     path = Path(spelled)
     if path.is_file():
         return _file(spelled, path, binaries)
@@ -79,13 +80,13 @@ def _resolve(spelled: str, binaries: bool) -> Input:
             return Input(spelled, "map", inside)
         wheels = [w for w in path.glob("*.whl") if w.is_file()]
         if wheels:
-            return _newest(spelled, wheels, f"in {spelled}")
+            return _newest(spelled, wheels, f"in {spelled}", newest)
         looked.append(f"the folder holds no {MAP_NAME} and no wheel")
     elif _GLOB & set(spelled):
         found = [Path(p) for p in sorted(glob.glob(spelled, recursive=True)) if Path(p).is_file()]
         wheels = [p for p in found if is_wheel(p)]
         if found and len(wheels) == len(found):
-            return _newest(spelled, wheels, f"matching {spelled}")
+            return _newest(spelled, wheels, f"matching {spelled}", newest)
         if len(found) == 1:
             return _file(spelled, found[0], binaries)
         if found:
@@ -109,7 +110,9 @@ def _file(spelled: str, path: Path, binaries: bool) -> Input:
     return Input(spelled, "map", path, "" if str(path) == spelled else f"the one file matching {spelled}")
 
 
-def _newest(spelled: str, wheels: list[Path], where: str) -> Input:
+def _newest(spelled: str, wheels: list[Path], where: str, newest: bool) -> Input:
+    if len(wheels) > 1 and not newest:
+        raise MapError(f"{spelled}: {len(wheels)} wheels {where} ({_some(sorted(wheels))}); name the one to read")
     chosen = max(wheels, key=lambda w: (w.stat().st_mtime, w.name))
     how = f"{chosen}, the newest of {len(wheels)} wheels {where}" if len(wheels) > 1 else ""
     return Input(spelled, "wheel", chosen, how)
@@ -162,22 +165,37 @@ def _from_wheel(wheel: Path) -> tuple[bytes, str]:
         raise MapError(f"{wheel}: not a readable wheel ({e})") from None
 
 
+def project_paths(spelled: str, top: Path) -> list[str]:
+    """Every file ``spelled`` may mean, for a decision that must not miss one (``select --changed``): the
+    current folder's (:func:`project_path`), and the project's own spelling too, as ``git diff`` writes
+    it (a person in ``tools/`` who types ``csrc/a.cu`` may mean either, and a file the change deleted is
+    in no folder), unless it climbs out of the project (``../csrc/a.cu``)."""
+    path, how = project_path(spelled, top)
+    return [path, spelled] if how and not _climbs(spelled) else [path]
+
+
+def _climbs(spelled: str) -> bool:
+    return spelled == os.pardir or spelled.startswith((os.pardir + "/", os.pardir + os.sep))
+
+
 def project_path(spelled: str, top: Path) -> tuple[str, str]:
     """A file a person names in the project, and where it was resolved from.
 
-    From the current folder when the file is there and inside ``top`` (the
-    project: the git top level, or ``--source-root``); else as a path from
-    ``top``, the way the map and ``git diff`` spell them. An absolute path is
-    itself. Returns (the path to look up, "" when it is spelled from ``top``,
-    else how it was read, for people: logged as :func:`resolve` logs).
+    From the current folder when it lands inside ``top`` (the project: the git
+    top level, or ``--source-root``) and the file is there, or the spelling
+    climbs (``../src/x.cu``: no path from the top does, so a file the change
+    deleted is read so too); else as a path from ``top``, the way the map and
+    ``git diff`` spell them. An absolute path is itself. Returns (the path to
+    look up, "" when it is spelled from ``top``, else how it was read, for
+    people: logged as :func:`resolve` logs).
     """
     if os.path.isabs(spelled):
         return spelled, ""
-    here = Path.cwd()
-    absolute = os.path.abspath(here / spelled)
+    absolute = os.path.abspath(Path.cwd() / spelled)
     inside = os.path.relpath(absolute, os.path.abspath(top))
-    if os.path.abspath(here) == os.path.abspath(top) or not os.path.exists(absolute) or \
-            inside == os.pardir or inside.startswith(os.pardir + os.sep):
+    if inside == os.pardir or inside.startswith(os.pardir + os.sep) or inside == spelled:
+        return spelled, ""  # outside the project, or the current folder is the top
+    if not (_climbs(spelled) or os.path.exists(absolute)):
         return spelled, ""
     how = f"{spelled} from the current folder: {inside}"
     logging.getLogger(__name__).info("%s", how)

@@ -299,19 +299,20 @@ def _sources(o: dict[str, Any]) -> tuple[str, ...]:
     return (o["source"], *o.get("unity_sources", ()))
 
 
-def load(source: str | os.PathLike[str]) -> KernelMap:
-    """A map file, a wheel holding one, a folder holding either, or an installed package that ships one."""
-    document, where = read_document(source)
+def load(source: str | os.PathLike[str], *, newest: bool = True) -> KernelMap:
+    """A map file, a wheel holding one, a folder holding either, or an installed package that ships one
+    (``newest``: see :func:`inputs.resolve`)."""
+    document, where = read_document(source, newest=newest)
     return KernelMap(document, where)
 
 
-def read_document(source: str | os.PathLike[str], *, validated: bool = True) -> tuple[Any, str]:
+def read_document(source: str | os.PathLike[str], *, validated: bool = True, newest: bool = True) -> tuple[Any, str]:
     """The map document ``source`` names (any spelling :func:`inputs.resolve` takes), and where it was
     found; every command reads maps through here.
 
     ``validated=False`` returns what decodes, for ``validate`` to report every problem.
     """
-    raw, where = inputs.map_bytes(inputs.resolve(os.fspath(source)))
+    raw, where = inputs.map_bytes(inputs.resolve(os.fspath(source), newest=newest))
     document = mapformat.decode_bytes(raw, where)
     if validated:
         mapformat.validate(document, where)

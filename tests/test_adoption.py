@@ -18,7 +18,12 @@ rules one by one, on plain ``cmake`` configures and on scikit-build-core builds.
 
 from __future__ import annotations
 
+import base64
+import configparser
+import csv
 import gzip
+import hashlib
+import io
 import json
 import os
 import subprocess
@@ -341,17 +346,79 @@ def test_the_environment_turns_the_entry_point_off(value: str) -> None:
     assert scikit_build_defaults(env={RETROFIT_VARIABLE: value}) == {}
 
 
+def record_row(data: bytes) -> list[str]:
+    """A RECORD row's hash and size for a member's bytes (sha256, urlsafe base64 without padding)."""
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return [f"sha256={digest}", str(len(data))]
+
+
 def test_the_wheel_declares_the_entry_point(our_wheel: Path) -> None:
-    # scikit-build-core refuses its own group's name in [project.entry-points]: a metadata-only
-    # distribution beside the package carries it (cmake/KernelSymbolMapEntryPoints.cmake).
+    # scikit-build-core refuses its own group's name in [project.entry-points]: our build backend
+    # (build_backend/kernel_symbol_map_backend.py) adds it to the wheel's own dist-info.
+    dist_info = f"kernel_symbol_map-{__version__}.dist-info"
     with zipfile.ZipFile(our_wheel) as z:
-        entry_points = z.read("kernel_symbol_map_retrofit.egg-info/entry_points.txt").decode()
-        pkg_info = z.read("kernel_symbol_map_retrofit.egg-info/PKG-INFO").decode()
         names = z.namelist()
-    assert entry_points.split() == ["[scikit-build-core.config.default]", "kernel-symbol-map", "=",
-                                    "kernel_symbol_map.cmakedir:scikit_build_defaults"]
-    assert f"\nVersion: {__version__}\n" in pkg_info and "Name: kernel-symbol-map-retrofit\n" in pkg_info
-    assert len({n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info")}) == 1  # pip's rule
+        entry_points = z.read(f"{dist_info}/entry_points.txt")
+        record = {row[0]: row[1:] for row in csv.reader(io.StringIO(z.read(f"{dist_info}/RECORD").decode()))}
+        members = {name: z.read(name) for name in names if name != f"{dist_info}/RECORD"}
+    groups = configparser.ConfigParser(delimiters=["="])
+    groups.optionxform = str  # entry-point names keep their case
+    groups.read_string(entry_points.decode())
+    assert dict(groups["scikit-build-core.config.default"]) == {
+        "kernel-symbol-map": "kernel_symbol_map.cmakedir:scikit_build_defaults"}
+    # The groups scikit-build-core wrote are still there.
+    assert dict(groups["console_scripts"]) == {"kernel-symbol-map": "kernel_symbol_map.cli:main"}
+    assert {"console_scripts", "pytest11", "cmake.prefix"} <= set(groups.sections())
+    # One distribution: one .dist-info (pip's rule) and no .egg-info beside it.
+    assert {n.split("/")[0] for n in names if n.split("/")[0].endswith((".dist-info", ".egg-info"))} == {dist_info}
+    # The rewritten wheel's RECORD holds every member, each with its hash and size.
+    assert record.keys() == {*members, f"{dist_info}/RECORD"}
+    assert {name: record[name] for name in members} == {name: record_row(data) for name, data in members.items()}
+    assert "kernel_symbol_map_backend.py" not in {n.rsplit("/", 1)[-1] for n in names}  # a build tool: sdist only
+
+
+# Run in the fresh environment: every distribution it holds, with those kernel-symbol-map's requirements
+# reach (extras aside, markers ignored: a superset), and our entry points.
+INSTALLED = """import importlib.metadata as m, json, re
+norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
+dists = {norm(d.metadata["Name"]): d for d in m.distributions()}
+reach, todo = set(), ["kernel-symbol-map"]
+while todo:
+    name = todo.pop()
+    if name in reach or name not in dists:
+        continue
+    reach.add(name)
+    todo += [norm(re.match(r"[A-Za-z0-9._-]+", r).group()) for r in dists[name].requires or [] if "extra ==" not in r]
+eps = [(e.name, e.value, e.dist.name) for e in m.entry_points(group="scikit-build-core.config.default")]
+print(json.dumps({"reach": sorted(reach), "entry_points": eps}))
+"""
+
+
+def test_the_installed_wheel_is_one_distribution(tmp_path: Path, our_wheel: Path) -> None:
+    where = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(where)
+    python = str(where / "bin" / "python")
+    run([python, "-m", "pip", "install", "-q", str(our_wheel)])
+
+    def installed() -> dict:
+        return json.loads(subprocess.run([python, "-c", INSTALLED], capture_output=True, text=True, check=True).stdout)
+
+    def freeze() -> list[str]:
+        out = subprocess.run([python, "-m", "pip", "freeze"], capture_output=True, text=True, check=True).stdout
+        return [regex.sub(r"[-_.]+", "-", regex.split(r"\s*(?:==|@)", line, maxsplit=1)[0]).lower()
+                for line in out.splitlines() if line]
+
+    found = installed()
+    assert found["entry_points"] == [["kernel-symbol-map", "kernel_symbol_map.cmakedir:scikit_build_defaults",
+                                      "kernel-symbol-map"]]
+    # pip freeze names kernel-symbol-map and what it depends on, nothing else: `pip install -r` of it works.
+    names = freeze()
+    assert "kernel-symbol-map" in names and set(names) <= set(found["reach"]), names
+    run([python, "-m", "pip", "uninstall", "-y", "kernel-symbol-map"])
+    assert installed()["entry_points"] == []
+    assert "kernel-symbol-map" not in freeze()
+    (site,) = where.glob("lib/python*/site-packages")
+    assert [p.name for p in site.iterdir() if p.name.startswith("kernel_symbol_map")] == []
 
 
 HOST_CMAKE = "cmake_minimum_required(VERSION 3.25)\nproject(host_pkg LANGUAGES CXX)\n" \

@@ -61,10 +61,10 @@ runs ``KernelSymbolMapTopLevelInclude.cmake`` at the project's first
 or HIP language, or sets ``KERNEL_SYMBOL_MAP_RETROFIT`` to ``OFF``.
 #]=======================================================================]
 
-set(_KernelSymbolMap_DIR "${CMAKE_CURRENT_LIST_DIR}")
-
-# Where our object lists go; python/kernel_symbol_map/pairing.py reads them.
-set(_KernelSymbolMap_LISTS ".kernel_symbol_map/targets")
+# No variable of this file's scope is read by the functions below: find_package() may run inside a
+# function (the retrofit's does), whose variables are gone when a deferred call runs, and the
+# include guard keeps a second find_package() from setting them again. An empty folder name
+# there once made _kernel_symbol_map_finish remove the whole build folder.
 
 function(_kernel_symbol_map_python out)
   foreach(candidate IN ITEMS "${KernelSymbolMap_PYTHON_EXECUTABLE}" "${Python_EXECUTABLE}" "${Python3_EXECUTABLE}")
@@ -96,7 +96,7 @@ endfunction()
 # The interpreter of the virtual environment this package is installed in, or "":
 # <venv>/lib/pythonX.Y/site-packages/kernel_symbol_map/share/cmake/KernelSymbolMap
 function(_kernel_symbol_map_own_python out)
-  get_filename_component(venv "${_KernelSymbolMap_DIR}/../../../../../../.." ABSOLUTE)
+  get_filename_component(venv "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../../../../../../.." ABSOLUTE)
   foreach(name IN ITEMS python3 python)
     if(EXISTS "${venv}/bin/${name}" AND EXISTS "${venv}/pyvenv.cfg")
       set(${out} "${venv}/bin/${name}" PARENT_SCOPE)
@@ -305,7 +305,7 @@ function(_kernel_symbol_map_finish python python_env output strict targets mirro
     endif()
   endif()
 
-  set(lists "${CMAKE_BINARY_DIR}/${_KernelSymbolMap_LISTS}")
+  set(lists "${CMAKE_BINARY_DIR}/.kernel_symbol_map/targets")  # python/kernel_symbol_map/buildtree/pairing.py reads them
   file(REMOVE_RECURSE "${lists}")  # lists of targets no longer mapped must not linger
   # Ninja Multi-Config: each configuration's own build-<config>.ninja is exact; no lists (they would differ per config).
   get_property(multi_config GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)

@@ -218,9 +218,12 @@ def _include() -> str:
 def test_top_level_include_maps_an_unmodified_project(tmp_path: Path) -> None:
     nvcc = toolchains.require(toolchains.nvcc(), "nvcc")
     build = tmp_path / "build"
+    build.mkdir()
+    (build / "keep.txt").write_text("the user's")  # the retrofit removes nothing it did not write
     run(["/usr/bin/cmake", "-S", PLAIN, "-B", build, "-G", "Ninja", "-DCMAKE_CUDA_ARCHITECTURES=80",
          f"-DCMAKE_CUDA_COMPILER={nvcc}", "-DSKBUILD_PROJECT_NAME=plain_ext",
          f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={_include()}"])
+    assert (build / "keep.txt").read_text() == "the user's"
     assert (build / ".cmake" / "api" / "v1" / "query" / "client-kernel_symbol_map" / "query.json").is_file()
     run(["/usr/bin/cmake", "--build", build])
     doc = json.loads(gzip.decompress((build / "kernel_symbol_map.json.gz").read_bytes()))

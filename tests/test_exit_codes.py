@@ -345,6 +345,11 @@ def test_size(built: tuple[Build, Path], tmp_path: Path, ksm: Run) -> None:
     assert ksm("size", str(map_file), "--max-mb", "0.000001")[0] == EXIT_INPUT  # over the budget
     assert ksm("size", str(tmp_path / "missing.o"))[0] == EXIT_INPUT
     assert ksm("size", str(map_file), "--max-mb", "0")[0] == EXIT_USAGE
+    empty = no_evidence(map_file, tmp_path / "empty.json.gz")
+    code, out, err = ksm("size", str(empty), "--max-mb", "1")  # no evidence is no answer, never 0 B within budget
+    assert code == EXIT_INPUT and errors_of(err) == [f"ERROR no evidence in {empty}: 0 objects unreadable (a test's copy)"]
+    code, _, err = ksm("size", str(map_file), "--filter", "no_such_kernel", "--max-mb", "0.000001")
+    assert code == EXIT_INPUT and "the largest sources: none" not in err  # the budget weighs whole files
 
 
 def test_a_mistyped_command_is_a_usage_error(ksm: Run) -> None:

@@ -18,7 +18,7 @@ from toolchains import DATA, require, run
 from kernel_symbol_map import mapformat, read_kernels
 from kernel_symbol_map.cli import main
 from kernel_symbol_map.consumer import names
-from kernel_symbol_map.consumer.names import WIDTH, full, name_filter, readable
+from kernel_symbol_map.consumer.names import WIDTH, full, labels, name_filter, readable
 
 COMMIT = "a" * 40
 SOURCE = "csrc/reduce.cu"
@@ -208,3 +208,22 @@ def test_select_explains_with_readable_names(cub_map: Path, cub_kernels: list[st
     assert main([*args, "--json"]) == 0
     (decision,) = json.loads(capsys.readouterr().out)["decisions"]
     assert kernel in decision["why"]  # scripts read the mangled name
+
+
+def test_an_nvcc_rdc_static_kernel_reads_by_its_own_name() -> None:
+    """nvcc -rdc=true prefixes a kernel of internal linkage with __nv_static_..._: the name after it is
+    the one its author wrote (without it, every anonymous-namespace kernel of a file read alike)."""
+    prefix = "__nv_static_25__5e6268aa_4_s_cu_d50de116_"
+    assert full(prefix + "_Z2tkILi1EEvPf") == "void tk<1>(float*)"
+    assert readable(prefix + "_ZN36_GLOBAL__N__5e6268aa_4_s_cu_d50de1165shiftEPf") == "(anonymous namespace)::shift"
+    assert name_filter("(anonymous namespace)::shift")(prefix + "_ZN36_GLOBAL__N__5e6268aa_4_s_cu_d50de1165shiftEPf")
+
+
+def test_kernels_that_would_read_alike_are_labelled_apart() -> None:
+    """Overloads lose their parameters in a label: a report's rows keep them apart by their signature."""
+    assert readable("_Z5scalePf") == readable("_Z5scalePd") == "scale"
+    assert labels(["_Z5scalePf", "_Z5scalePd", "_Z4fillPi"]) == {
+        "_Z5scalePf": "scale(float*)", "_Z5scalePd": "scale(double*)", "_Z4fillPi": "fill"}
+    long = [f"_Z{len(n)}{n}Pf" for n in ("k" * 100,)] + [f"_Z{len('k' * 100)}{'k' * 100}Pd"]
+    apart = labels(long, 40)
+    assert len(set(apart.values())) == 2 and all(len(v) <= 40 for v in apart.values())

@@ -116,7 +116,11 @@ def _kernels_meant(kmap: Any, item: str) -> list[str]:
     named = kernels_named(kmap, item)
     if named or not item.strip() or PATH_LIKE.search(item):
         return named
-    return sorted(filter(name_filter(item), kmap.symbols))
+    matched = sorted(filter(name_filter(item), kmap.symbols))
+    if len(matched) > 1:  # a pattern, not a name: say how wide it reached
+        tip(f"{item}: {len(matched)} kernels hold it in their demangled names or match it as a regex; "
+            "a longer part of a name narrows it")
+    return matched
 
 
 def _print(answers: list[dict[str, Any]], demangled: bool, mangled: bool) -> None:

@@ -59,11 +59,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_mb is not None and not (0 < args.max_mb < float("inf")):
         raise UsageError(f"--max-mb {args.max_mb:g}: a budget is a positive number of MiB")
-    keep = names.name_filter(args.filter) if args.filter else None
     try:
-        measured = sizeinputs.measure(args.paths, _binary_records, args.map, keep)
+        measured = sizeinputs.measure(args.paths, _binary_records, args.map)
     except sizeinputs.MixedInputs as e:
         raise UsageError(str(e)) from None
+    whole = measured  # what the budget weighs: whole files, whatever --filter shows
+    if args.filter:
+        measured = measured.only(names.name_filter(args.filter))
     inputs = measured.inputs
     for i in inputs:
         for message in i.failed:
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                     f"maps kept sizes, or bitcode only): their bytes are not counted, e.g. {i.unsized[0]}")
     if all(not i.pieces and i.failed for i in inputs):
         return EXIT_INPUT
-    label = _Labels(args.mangled)
+    label = _Labels(args.mangled, {p.kernel for i in inputs for p in i.pieces if p.kernel})
     if measured.diff:
         code = _report_diff(args, inputs[0], inputs[1], label)
     else:
@@ -81,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         _report(args, args.by or ("source" if measured.mapped else "kernel"), inputs, label)
     if args.html:
         _treemap(Path(args.html), measured)
-    verdict = None if args.max_mb is None else sizeinputs.over_budget(args.max_mb, measured)
+    verdict = None if args.max_mb is None else sizeinputs.over_budget(args.max_mb, whole, args.by)
     if verdict is not None:
         error(verdict.message(label.of(verdict.by)))
     return max(code, EXIT_INPUT if verdict or any(i.failed for i in inputs) else EXIT_OK)
@@ -95,15 +97,23 @@ def _binary_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 class _Labels:
-    """How a row's key reads: a kernel by its short demangled name unless ``--mangled``."""
+    """How a row's key reads: a kernel by its short demangled name, distinct from every other kernel's
+    (``names.labels``), unless ``--mangled``; computed once, when a kernel is first printed."""
 
-    def __init__(self, mangled: bool) -> None:
+    def __init__(self, mangled: bool, kernels: set[str]) -> None:
         self.mangled = mangled
+        self.kernels = kernels
+        self._labels: dict[str, str] | None = None
 
     def of(self, by: str) -> Any:
-        from ..consumer import names
+        if by != "kernel" or self.mangled:
+            return str
+        if self._labels is None:
+            from ..consumer import names
 
-        return names.readable if by == "kernel" and not self.mangled else str
+            self._labels = names.labels(self.kernels)
+        labels = self._labels
+        return lambda kernel: labels.get(kernel, kernel)
 
 
 # ------------------------------------------------------------------------------------------- one build

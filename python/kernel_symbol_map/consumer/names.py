@@ -15,10 +15,10 @@ so ``kernels::scale_kernel<float>`` keeps its arguments while
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import lru_cache
-
 import re  # the fixed patterns: stdlib, so that --help imports no regex (tests/test_startup.py)
+from collections import Counter
+from collections.abc import Callable, Iterable
+from functools import lru_cache
 
 # 80 columns: a terminal's default width, so a label plus a size column stays on one line of
 # `size --by kernel`; cuBLASLt's median demangled name is 134 characters, and its folded family
@@ -36,26 +36,49 @@ _VERSION_NAMESPACES = re.compile(r"(?<=\bcub::)CUB_\d+\w*::|(?<=\bthrust::)THRUS
                                     r"|(?<=::)__(?:\d+|cxx11)::")
 
 
+# nvcc -rdc=true renames a kernel of internal linkage (static, an anonymous namespace) to
+# __nv_static_<n>__<file hash>_<n>_<file>_<hash>_<its mangled name>, which no demangler reads: the
+# name a person wrote is the Itanium name at its end.
+_NV_STATIC = re.compile(r"__nv_static_\d+__[0-9a-f]+_\d+_.*?_[0-9a-f]{8}_(_Z.+)")
+
+
 @lru_cache(maxsize=_CACHE)
 def full(symbol: str) -> str:
     """The whole demangled name (the C++ runtime's demangler, in this process); ``symbol`` itself when it
-    does not demangle (an ``extern "C"`` kernel, a non-Itanium name, one too long for the demangler)."""
+    does not demangle (an ``extern "C"`` kernel, a non-Itanium name, one too long for the demangler). An
+    nvcc ``-rdc`` static kernel's name is its own mangled name's, demangled."""
+    static = _NV_STATIC.fullmatch(symbol)
     try:
         import cxxfilt
 
-        return cxxfilt.demangle(symbol)
+        return cxxfilt.demangle(static.group(1) if static else symbol)
     except Exception:  # noqa: BLE001 - cxxfilt raises its own types; a name we cannot demangle stays mangled
         return symbol
 
 
-def demangle(symbol: str) -> str:
-    """:func:`full`, by its older name."""
-    return full(symbol)
+demangle = demangle_fast = full  # their older names, kept for importers
 
 
-def demangle_fast(symbol: str) -> str:
-    """:func:`full`, by its older name (it was the in-process twin of a cu++filt call)."""
-    return full(symbol)
+def labels(symbols: Iterable[str], width: int | None = WIDTH) -> dict[str, str]:
+    """:func:`readable` of each symbol, made distinct: kernels that would read alike (overloads, whose
+    parameters it drops, or instantiations it folds alike) read by their demangled name without return
+    type (``scale(float*)``, ``scale(double*)``), cut from the left to ``width``; by the mangled name when
+    even those meet. A report that prints these never shows two rows under one name."""
+    out = {s: readable(s, width) for s in set(symbols)}
+    seen = Counter(out.values())
+    for symbol in [s for s, label in out.items() if seen[label] > 1]:
+        out[symbol] = _signature(symbol, width)
+    seen = Counter(out.values())
+    return {s: label if seen[label] == 1 else s for s, label in out.items()}
+
+
+def _signature(symbol: str, width: int | None) -> str:
+    whole = unversioned(full(symbol))
+    name = _name(whole)
+    text = whole[whole.find(name):] if name and name in whole else whole
+    if width is None or len(text) <= width:
+        return text
+    return ELLIPSIS + text[len(text) - width + len(ELLIPSIS):]
 
 
 @lru_cache(maxsize=_CACHE)

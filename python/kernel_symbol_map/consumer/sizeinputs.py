@@ -14,7 +14,7 @@ import os
 import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,14 +68,19 @@ class Measurement:
     def mapped(self) -> bool:
         return any(i.mapped for i in self.inputs)
 
+    def only(self, keep: Callable[[str], bool]) -> Measurement:
+        """The same inputs with only the pieces of the kernels ``keep`` (on mangled names) keeps: what a
+        report shows under ``--filter``; a budget weighs the whole files."""
+        return Measurement([replace(i, pieces=[p for p in i.pieces if p.kernel and keep(p.kernel)])
+                            for i in self.inputs], self.diff)
+
 
 ReadBinary = Callable[[Path], list[tuple[str, dict[str, Any]]]]  # (arch, size record) per image; FormatError
 
 
-def measure(spellings: Sequence[str], read_binary: ReadBinary, map_spelling: str | None = None,
-            keep: Callable[[str], bool] | None = None) -> Measurement:
+def measure(spellings: Sequence[str], read_binary: ReadBinary, map_spelling: str | None = None) -> Measurement:
     """Read every input. Two maps or two wheels are OLD and NEW; binaries are joined with the map
-    ``map_spelling`` names, if any. ``keep`` (on mangled names) keeps only those kernels' pieces."""
+    ``map_spelling`` names, if any."""
     from .kernelmap import read_document
 
     found = [resolve(s, binaries=True) for s in spellings]
@@ -85,9 +90,6 @@ def measure(spellings: Sequence[str], read_binary: ReadBinary, map_spelling: str
         raise MixedInputs("--map joins binaries with a map; maps and wheels bring their own")
     document = read_document(map_spelling)[0] if map_spelling is not None else None
     measured = [_read(f, k, None if diff else document, read_binary) for f, k in zip(found, kinds)]
-    if keep is not None:
-        for m in measured:
-            m.pieces = [p for p in m.pieces if p.kernel and keep(p.kernel)]
     return Measurement(measured, diff)
 
 
@@ -96,10 +98,13 @@ def _kind(found: Input) -> str:
 
 
 def _read(found: Input, kind: str, document: Mapping[str, Any] | None, read_binary: ReadBinary) -> Measured:
-    from .kernelmap import read_document
+    from .kernelmap import KernelMap, read_document
 
     if kind == "map":
         document, where = read_document(found.path if found.kind != "package" else found.spelled)
+        reason = KernelMap(document, where).reason
+        if reason is not None:  # as show and query: no evidence is no answer, never 0 bytes
+            return Measured(found.name, kind, failed=[f"no evidence in {where}: {reason}"])
         joined = sizereport.from_map(document, where)
         out = Measured(found.name, kind, joined.pieces, mapped=True, unsized=joined.unsized,
                        relocatable=joined.relocatable)
@@ -182,6 +187,11 @@ def growth(n: int) -> str:
     return f"{n / MIB:+.2f} MiB" if abs(n) >= MIB // 100 else f"{n:+,} B"
 
 
+def amount(n: int) -> str:
+    """Bytes people can read, as :func:`growth` but unsigned: ``1.25 MiB``, ``1,004 B``."""
+    return f"{n / MIB:.2f} MiB" if n >= MIB // 100 else f"{n:,} B"
+
+
 @dataclass(frozen=True)
 class OverBudget:
     """Why ``--max-mb`` fails: the bytes it weighed and what they are, the largest rows, and in a
@@ -196,7 +206,7 @@ class OverBudget:
     grown: list[tuple[str, int]] | None  # None: no OLD to grow from
 
     def message(self, label: Callable[[str], str] = str) -> str:
-        largest = ", ".join(f"{label(k)} {mib(n)} MiB" for k, n in self.largest) or "none"
+        largest = ", ".join(f"{label(k)} {amount(n)}" for k, n in self.largest) or "none"
         text = (f"{self.weighed}: {mib(self.bytes, apart_from=self.budget)} MiB of {self.what}, above the budget of "
                 f"{self.budget:g} MiB; the largest {self.by}s: {largest}")
         if self.grown is not None:
@@ -204,14 +214,15 @@ class OverBudget:
         return text
 
 
-def over_budget(max_mb: float, measurement: Measurement) -> OverBudget | None:
-    """The budget's verdict on what is shown (NEW in a comparison): None within it."""
+def over_budget(max_mb: float, measurement: Measurement, by: str | None = None) -> OverBudget | None:
+    """The budget's verdict on what is shown (NEW in a comparison), naming its largest rows by ``by``
+    (default: source when mapped, else kernel): None within it."""
     measured = measurement.shown
     weight = sum(i.file_bytes for i in measured)
     if weight <= max_mb * MIB:
         return None
     found = [p for i in measured for p in i.pieces]
-    by = "source" if any(i.mapped for i in measured) else "kernel"
+    by = by or ("source" if any(i.mapped for i in measured) else "kernel")
     largest = [(r.key, r.bytes) for r in sizereport.rows(found, by)[:5]]
     kinds = {i.kind for i in measured}
     what = "stored device bytes" if kinds == {"map"} else "file bytes (zipped)" if kinds == {"wheel"} else "file bytes"

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from ..errors import MapError
 from ..mapformat import sizes as map_sizes
-from .names import demangle_fast, family
+from .names import family, full
 
 KINDS = ("code", "owned", "overhead", "ptx")
 BY = ("source", "target", "kernel", "family", "arch", "kind", "file")
@@ -225,7 +225,7 @@ def key_of(by: str) -> Any:
             if by == "kernel":
                 return p.kernel
             if p.kernel not in families:
-                families[p.kernel] = family(demangle_fast(p.kernel))
+                families[p.kernel] = family(full(p.kernel))
             return families[p.kernel]
         return kernel
     if by in ("arch", "kind"):

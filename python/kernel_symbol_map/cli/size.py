@@ -31,7 +31,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Sum each kernel's machine code (SASS, AMDGPU ISA), the sections it owns, each image's "
         "overhead and PTX, by source, target, kernel, family, architecture, kind or file, for maps, wheels "
         "(their libraries charged to the map they ship) and binaries. Two maps or two wheels: what grew, "
-        "what was added and removed. Exit 0 when every input was read, 1 if not or above --max-mb.",
+        "what was added and removed. Exit 0 when every input was read, 1 if not, if a map holds no evidence, or "
+        "above --max-mb.",
         allow_abbrev=False,
     )
     p.add_argument("paths", nargs="+", metavar="INPUT", help="a map, a wheel, or binaries; OLD NEW to compare")
@@ -40,14 +41,16 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows to print (default 20; 0: all)")
     p.add_argument("--max-mb", type=float, metavar="N",
                    help="exit 1 when the input (NEW's, in a diff) is above N MiB, naming the largest sources "
-                        "and growth: a wheel's file size, binaries' file sizes, a map's stored device bytes")
+                        "and growth: a wheel's file size (zipped), binaries' file sizes, a map's stored device bytes; "
+                        "whole files, whatever --filter shows")
     p.add_argument("--filter", metavar="PATTERN",
                    help="only kernels whose demangled name holds PATTERN, or matches it as a regex (their code "
                         "and owned bytes: image overhead and PTX belong to no kernel)")
     p.add_argument("--mangled", action="store_true",
                    help="print kernels' mangled names in full (default: short demangled names; --json and --csv "
                         "always hold mangled ones)")
-    p.add_argument("--html", metavar="FILE", help="write a treemap, target -> source -> kernel (.svg: SVG only)")
+    p.add_argument("--html", metavar="FILE", help="write a treemap, target -> source -> kernel (.svg: SVG only); "
+                   "OLD NEW: NEW's, each box coloured by its change")
     output = p.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help=f"one JSON document ({JSON_SCHEMA}, {DIFF_SCHEMA})")
     output.add_argument("--csv", action="store_true", help="every row as CSV")
@@ -161,7 +164,7 @@ def _report(args: argparse.Namespace, by: str, inputs: list[Any], label: _Labels
     if relocatable:
         print(f"{plural(relocatable, 'relocatable (-rdc) image')} left out: the map's device-link images hold "
               "their kernels, and are what loads")
-    for line in _weights(inputs):
+    for line in [] if args.filter else _weights(inputs):  # a file's weight beside some kernels' would mislead
         print(line)
     if duplicates:
         waste = sum(d.waste for d in duplicates)

@@ -88,7 +88,7 @@ def _resolve(spelled: str, binaries: bool, newest: bool) -> Input:
         if found and len(wheels) == len(found):
             return _newest(spelled, wheels, f"matching {spelled}", newest)
         if len(found) == 1:
-            return _file(spelled, found[0], binaries)
+            return _file(spelled, found[0], binaries, f"{found[0]}, the one file matching {spelled}")
         if found:
             raise MapError(f"{spelled}: matches {len(found)} files ({_some(found)}); name the one to read")
         looked.append("the glob matches no file")
@@ -102,12 +102,12 @@ def _resolve(spelled: str, binaries: bool, newest: bool) -> Input:
     raise MapNotFound(f"{spelled}: not a map ({'; '.join(looked)}); {EXPECTED}")
 
 
-def _file(spelled: str, path: Path, binaries: bool) -> Input:
+def _file(spelled: str, path: Path, binaries: bool, how: str = "") -> Input:
     if is_wheel(path):
-        return Input(spelled, "wheel", path)
+        return Input(spelled, "wheel", path, how)
     if binaries and not path.name.endswith(MAP_SUFFIXES):
-        return Input(spelled, "binary", path)
-    return Input(spelled, "map", path, "" if str(path) == spelled else f"the one file matching {spelled}")
+        return Input(spelled, "binary", path, how)
+    return Input(spelled, "map", path, how)
 
 
 def _newest(spelled: str, wheels: list[Path], where: str, newest: bool) -> Input:

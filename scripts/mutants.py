@@ -778,7 +778,7 @@ MUTANTS = [
            "    static = _NV_STATIC.fullmatch(symbol)", "    static = None",
            ("tests/test_names.py::test_an_nvcc_rdc_static_kernel_reads_by_its_own_name",)),
     Mutant("30.N3", "kernels that read alike keep one label", "consumer/names.py",
-           "        out[symbol] = _signature(symbol, width)", "        pass",
+           "            out[symbol] = longer(symbol)", "            pass",
            ("tests/test_names.py::test_kernels_that_would_read_alike_are_labelled_apart",)),
     Mutant("30.Z3", "size of a map with no evidence is 0 bytes within any budget", "consumer/sizeinputs.py",
            "        if reason is not None:  # as show and query", "        if False:  # as show and query",

@@ -225,5 +225,13 @@ def test_kernels_that_would_read_alike_are_labelled_apart() -> None:
     assert labels(["_Z5scalePf", "_Z5scalePd", "_Z4fillPi"]) == {
         "_Z5scalePf": "scale(float*)", "_Z5scalePd": "scale(double*)", "_Z4fillPi": "fill"}
     long = [f"_Z{len(n)}{n}Pf" for n in ("k" * 100,)] + [f"_Z{len('k' * 100)}{'k' * 100}Pd"]
-    apart = labels(long, 40)
-    assert len(set(apart.values())) == 2 and all(len(v) <= 40 for v in apart.values())
+    apart = labels(long, 40)  # cut alike at 40: whole, they differ
+    assert set(apart.values()) == {"k" * 100 + "(float*)", "k" * 100 + "(double*)"}
+
+
+def test_instantiations_folded_alike_are_labelled_apart_by_their_arguments(tmp_path: Path) -> None:
+    """Two instantiations CUB folds to one label (a long and an int size type) read by their whole names."""
+    long_, int_ = (f"_ZN2ns1kIN2ns6policyILi{n}EEE{t}EEvv" for n, t in ((1, "l"), (1, "i")))
+    assert readable(long_, 12) == readable(int_, 12)
+    apart = labels([long_, int_], 12)
+    assert apart == {long_: "ns::k<ns::policy<1>, long>", int_: "ns::k<ns::policy<1>, int>"}

@@ -60,25 +60,28 @@ demangle = demangle_fast = full  # their older names, kept for importers
 
 
 def labels(symbols: Iterable[str], width: int | None = WIDTH) -> dict[str, str]:
-    """:func:`readable` of each symbol, made distinct: kernels that would read alike (overloads, whose
-    parameters it drops, or instantiations it folds alike) read by their demangled name without return
-    type (``scale(float*)``, ``scale(double*)``), cut from the left to ``width``; by the mangled name when
-    even those meet. A report that prints these never shows two rows under one name."""
+    """:func:`readable` of each symbol, made distinct: kernels that would read alike read by more of
+    their name, as little more as tells them apart: the whole name, its template arguments unfolded
+    (two instantiations folded alike: ``transform_kernel<..., long, ...>`` and ``<..., int, ...>``),
+    then with its parameters (overloads: ``scale(float*)``, ``scale(double*)``), uncut; by the mangled
+    name only when even those meet. A report that prints these never shows two rows under one name."""
     out = {s: readable(s, width) for s in set(symbols)}
-    seen = Counter(out.values())
-    for symbol in [s for s, label in out.items() if seen[label] > 1]:
-        out[symbol] = _signature(symbol, width)
+    for longer in (_label, _signature):
+        seen = Counter(out.values())
+        alike = [s for s, label in out.items() if seen[label] > 1]
+        if not alike:
+            break
+        for symbol in alike:
+            out[symbol] = longer(symbol)
     seen = Counter(out.values())
     return {s: label if seen[label] == 1 else s for s, label in out.items()}
 
 
-def _signature(symbol: str, width: int | None) -> str:
+def _signature(symbol: str) -> str:
+    """The demangled name without its return type or version namespaces: name and parameters."""
     whole = unversioned(full(symbol))
     name = _name(whole)
-    text = whole[whole.find(name):] if name and name in whole else whole
-    if width is None or len(text) <= width:
-        return text
-    return ELLIPSIS + text[len(text) - width + len(ELLIPSIS):]
+    return whole[whole.find(name):] if name and name in whole else whole
 
 
 @lru_cache(maxsize=_CACHE)

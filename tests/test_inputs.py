@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import zipfile
 from pathlib import Path
 
@@ -166,6 +165,3 @@ def test_select_never_chooses_a_map_by_its_time(dist: Path, tmp_path: Path, caps
     assert "2 wheels in" in captured.err and "name the one to read" in captured.err
     assert '"fallback": "map-unreadable"' in captured.out
 
-
-def test_inputs_are_resolved_below_the_command_line() -> None:
-    assert "cli" not in inputs.__name__ and sys.modules["kernel_symbol_map.consumer.inputs"] is inputs

@@ -102,8 +102,10 @@ def _print_notes() -> None:
             _output._say("NOTE", "96", record.getMessage())
 
     logger = logging.getLogger("kernel_symbol_map")
-    if not any(type(h).__name__ == "Notes" for h in logger.handlers):
-        logger.addHandler(Notes(logging.INFO))
+    if not any(getattr(h, "_ksm_notes", False) for h in logger.handlers):
+        handler = Notes(logging.INFO)
+        handler._ksm_notes = True  # type: ignore[attr-defined] - marks ours among handlers others may add
+        logger.addHandler(handler)
     logger.setLevel(logging.INFO)
 
 

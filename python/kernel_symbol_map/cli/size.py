@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ._commands import summary_of
+from .._words import some
 from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, plural, warning, write_json
 
 JSON_SCHEMA = "kernel-symbol-map/size/1"
@@ -172,7 +173,7 @@ def _report(args: argparse.Namespace, by: str, inputs: list[Any], label: _Labels
         print(f"duplicates: {plural(len(duplicates), 'kernel')} compiled into more than one "
               f"{'object' if any(i.mapped for i in inputs) else 'image'}, {waste:,} B beyond one copy of each; "
               f"the largest: {label.of('kernel')(top.kernel)} ({top.arch}, {len(top.copies)} copies: "
-              f"{_some(s or u for s, u, _ in top.copies)})")
+              f"{some(sorted({s or u for s, u, _ in top.copies}))})")
 
 
 def _share(part: int, whole: int) -> str:
@@ -200,13 +201,6 @@ def _weights(inputs: list[Any]) -> list[str]:
                      "the rest is host code and data (and any device code kept outside .nv_fatbin, which "
                      "cuobjdump lists neither)" if weight else "files: empty")
     return lines
-
-
-def _some(names: Any, most: int = 3) -> str:
-    """``a, b, c and 1,121 more``: a list people read in one line."""
-    found = sorted(set(names))
-    shown = ", ".join(found[:most])
-    return shown if len(found) <= most else f"{shown} and {len(found) - most:,} more"
 
 
 def _totals_line(t: dict[str, int]) -> str:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import mapformat
+from .._words import some
 from ..errors import MapError, MapNotFound
 from .wheels import WHEEL_ERRORS, copy_member, is_wheel, wheel_members
 
@@ -90,7 +91,7 @@ def _resolve(spelled: str, binaries: bool, newest: bool) -> Input:
         if len(found) == 1:
             return _file(spelled, found[0], binaries, f"{found[0]}, the one file matching {spelled}")
         if found:
-            raise MapError(f"{spelled}: matches {len(found)} files ({_some(found)}); name the one to read")
+            raise MapError(f"{spelled}: matches {len(found)} files ({some(found)}); name the one to read")
         looked.append("the glob matches no file")
     if spelled.isidentifier():
         found_map = _package_map(spelled)
@@ -112,15 +113,10 @@ def _file(spelled: str, path: Path, binaries: bool, how: str = "") -> Input:
 
 def _newest(spelled: str, wheels: list[Path], where: str, newest: bool) -> Input:
     if len(wheels) > 1 and not newest:
-        raise MapError(f"{spelled}: {len(wheels)} wheels {where} ({_some(sorted(wheels))}); name the one to read")
+        raise MapError(f"{spelled}: {len(wheels)} wheels {where} ({some(sorted(wheels))}); name the one to read")
     chosen = max(wheels, key=lambda w: (w.stat().st_mtime, w.name))
     how = f"{chosen}, the newest of {len(wheels)} wheels {where}" if len(wheels) > 1 else ""
     return Input(spelled, "wheel", chosen, how)
-
-
-def _some(paths: list[Path], most: int = 3) -> str:
-    shown = ", ".join(map(str, paths[:most]))
-    return shown if len(paths) <= most else f"{shown} and {len(paths) - most} more"
 
 
 def _package_map(name: str) -> Path | None:

@@ -21,7 +21,7 @@ from .. import mapformat
 from . import inputs
 from .inputs import MAP_NAME  # noqa: F401 - its first home: importers keep it
 # The names people read live in .names; these stay importable from here, where they were.
-from .names import demangle, demangle_fast, family, full, name_of, short_name, unversioned  # noqa: F401 - first home
+from .names import demangle, family, full, name_of, short_name, unversioned  # noqa: F401 - first home
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ def full(symbol: str) -> str:
         return symbol
 
 
-demangle = demangle_fast = full  # their older names, kept for importers
+demangle = full  # its older name, kept for importers
 
 
 def labels(symbols: Iterable[str], width: int | None = WIDTH) -> dict[str, str]:

@@ -6,6 +6,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import native_programs as native_programs_module
 import projects
 import pytest
 import toolchains
@@ -196,10 +197,16 @@ def clang_cuda_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
 
 
 @pytest.fixture(scope="session")
+def native_programs(tmp_path_factory: pytest.TempPathFactory) -> native_programs_module.Programs:
+    """Real native programs for the recorder: a stand-in driver library, static and dynamic executables."""
+    return native_programs_module.build(tmp_path_factory.mktemp("native-programs"))
+
+
+@pytest.fixture(scope="session")
 def our_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)])
-    (wheel,) = out.glob("kernel_symbol_map-*-py3-none-any.whl")
+    (wheel,) = out.glob("kernel_symbol_map-*-py3-none-*.whl")  # plain C inside (the audit library): no Python ABI
     return wheel
 
 

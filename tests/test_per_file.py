@@ -24,6 +24,7 @@ from kernel_symbol_map.consumer.pythonfiles import tests_of_file as of_test_file
 from kernel_symbol_map.consumer.recordings import Recording
 
 import pytest
+from native_programs import build_driver
 from test_recorder_processes import FAKE_CUPTI
 from test_selection_safety import A_K, B_K, GIT_ID, commit_and_map, ksm, selection_project
 
@@ -268,6 +269,8 @@ def run_suite(repo: Path, out: Path, *extra: str, pythonpath: Path | None = None
         (cupti / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
         (cupti / "own_coverage.py").write_text(OWN_COVERAGE)
         (cupti / "swap_tracer.py").write_text(SWAP_TRACER)
+        build_driver(cupti)
+    env["FAKE_CUDA_DRIVER"] = str(cupti / "libcuda.so.1")  # what the stand-in's launches load
     env["PYTHONPATH"] = os.pathsep.join([str(cupti), str(pythonpath or repo)])
     proc = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kernel-record",
                            str(out), *extra], cwd=repo, env=env, capture_output=True, text=True, check=False)

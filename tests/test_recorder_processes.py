@@ -23,6 +23,7 @@ import pytest
 from kernel_symbol_map.consumer.kernelmap import KernelMap
 from kernel_symbol_map.consumer.recordings import read
 from kernel_symbol_map.consumer.selection import select
+from native_programs import Programs
 
 COMMIT = "b" * 40
 
@@ -81,7 +82,12 @@ def activity_get_num_dropped_records(context, stream, address):
 
 
 def launch(name):
-    """A kernel launch: unrecorded where no recorder registered (as without CUPTI), else delivered."""
+    """A kernel launch: unrecorded where no recorder registered (as without CUPTI), else delivered.
+
+    As a real one, it goes through the GPU driver library, loaded here: the stand-in driver.
+    """
+    import ctypes, os
+    ctypes.CDLL(os.environ["FAKE_CUDA_DRIVER"])
     _correlation[0] += 1
     records = [_Record(kind=ActivityKind.CONCURRENT_KERNEL, name=name, correlation_id=_correlation[0])]
     if _stack:
@@ -92,36 +98,37 @@ def launch(name):
 '''
 
 
-def _fake_cupti(where: Path) -> dict[str, str]:
-    """The stand-in ``cupti`` package in ``where``: the environment that puts it first on PYTHONPATH."""
+def _fake_cupti(where: Path, programs: Programs) -> dict[str, str]:
+    """The stand-in ``cupti`` package in ``where``: the environment that puts it first on PYTHONPATH, and names
+    the stand-in driver library its launches load."""
     (where / "cupti").mkdir()
     (where / "cupti" / "__init__.py").write_text("")
     (where / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(where), os.environ.get("PYTHONPATH")])),
-            "FAKE_CUPTI": str(where)}
+            "FAKE_CUPTI": str(where), "FAKE_CUDA_DRIVER": str(programs.driver)}
 
 
 @pytest.fixture
-def fake_cupti(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def fake_cupti(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+               native_programs: Programs) -> Path:
     where = tmp_path_factory.mktemp("fake-cupti")
-    for key, value in _fake_cupti(where).items():
+    for key, value in _fake_cupti(where, native_programs).items():
         monkeypatch.setenv(key, value)
     return where
 
 
-def _native(where: Path) -> Path:
-    """The project's own CUDA executable, as far as the recorder can tell: a program that is not Python."""
-    exe = where / "cuda_app"
-    exe.write_text("#!/bin/sh\nexit 0\n")
-    exe.chmod(0o755)
-    return exe
+def _native(programs: Programs) -> Path:
+    """The project's own CUDA executable, as far as the recorder can tell: a native program that loads the
+    (stand-in) GPU driver, with no recorder in it."""
+    return programs.load_driver
 
 
 CASES = '''
 import multiprocessing, os, subprocess, sys, types
 from cupti import cupti
 
-CLEAN = {"PATH": os.environ["PATH"], "CUDA_VISIBLE_DEVICES": "0", "PYTHONPATH": os.environ["FAKE_CUPTI"]}
+CLEAN = {"PATH": os.environ["PATH"], "CUDA_VISIBLE_DEVICES": "0", "PYTHONPATH": os.environ["FAKE_CUPTI"],
+         "FAKE_CUDA_DRIVER": os.environ["FAKE_CUDA_DRIVER"]}
 WORKER = (
     "import sys\\n"
     "from cupti import cupti\\n"
@@ -180,15 +187,18 @@ def test_system():
 
 
 def test_python_without_the_hook():
-    # No site, so no hook: it launches unseen, and its own child (with the hook) must not vouch for it.
+    # No site, so no hook: it launches unseen (the driver loaded), and its own child (with the hook) must not
+    # vouch for it.
     inner = "from cupti import cupti; cupti.launch('_Z7nohookv')"
-    outer = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {inner!r}])"
+    outer = f"import subprocess, sys; from cupti import cupti; cupti.launch('_Z6unseenv'); " \
+            f"subprocess.run([sys.executable, '-c', {inner!r}])"
     subprocess.run([sys.executable, "-S", "-c", outer], check=True)
 
 
 def _stale(method):
     # The unseen child's id stays in this process's environment; a multiprocessing child inherits it.
-    subprocess.run([sys.executable, "-S", "-c", "pass"], check=True)
+    subprocess.run([sys.executable, "-S", "-c", "import ctypes, os; ctypes.CDLL(os.environ['FAKE_CUDA_DRIVER'])"],
+                   check=True)
     p = multiprocessing.get_context(method).Process(target=os.getpid)
     p.start()
     p.join()
@@ -240,10 +250,11 @@ def _map() -> KernelMap:
 
 
 @pytest.fixture(scope="module")
-def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def recording(tmp_path_factory: pytest.TempPathFactory, native_programs: Programs) -> Path:
     """CASES run once under the plugin, in a pytest of their own (their project: no conftest of ours)."""
     where = tmp_path_factory.mktemp("cases")
-    env = dict(os.environ, **_fake_cupti(tmp_path_factory.mktemp("fake-cupti")), CUDA_APP=str(_native(where)))
+    env = dict(os.environ, **_fake_cupti(tmp_path_factory.mktemp("fake-cupti"), native_programs),
+               CUDA_APP=str(_native(native_programs)))
     (where / "test_cases.py").write_text(CASES)
     out = where / "rec"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(where),
@@ -284,10 +295,14 @@ def test_a_native_child_makes_its_tests_record_incomplete_and_names_it(cases: di
                                                                       recording: Path) -> None:
     """Issue 26.5: the project's own CUDA executable launches kernels no Python hook sees."""
     rec = cases["test_native"]
-    assert not rec["complete"] and "cuda_app" in rec["reason"] and "no recorder saw" in rec["reason"], rec
+    assert not rec["complete"] and "load_driver" in rec["reason"] and "no recorder saw" in rec["reason"], rec
+    assert "loaded the GPU driver (libcuda.so.1), and no CUPTI recorder saw it" in rec["reason"], rec
     # It was seen to end within its test: the tests before and after keep their complete records.
-    # A native process that outlives its test (a server) makes every test it lived through incomplete.
-    assert not cases["test_server_used"]["complete"] and "/cat" in cases["test_server_used"]["reason"]
+    # A native process that loads no driver (a server) is followed: the tests it lived through stay complete,
+    # and list what it loaded.
+    for test in ("test_server_start", "test_server_used", "test_server_stop"):
+        assert cases[test]["complete"] and "cat" in cases[test]["libraries"], cases[test]
+    assert "cat" not in cases["test_after_server"]["libraries"], cases["test_after_server"]
     assert cases["test_after_server"]["complete"], cases["test_after_server"]
     assert cases["test_before"]["complete"] and cases["test_after"]["complete"], (cases["test_before"],
                                                                                   cases["test_after"])
@@ -295,13 +310,19 @@ def test_a_native_child_makes_its_tests_record_incomplete_and_names_it(cases: di
     assert "test_native" in runs and "test_after" not in runs
 
 
+def test_a_shell_that_started_only_what_the_audit_library_followed_is_complete(
+        cases: dict[str, dict[str, Any]]) -> None:
+    """`sh -c "python ..."` and os.system("true"): the shell loaded no driver, and what it ran was seen."""
+    for test in ("test_shell_wrapper", "test_system"):
+        assert cases[test]["complete"], cases[test]
+        assert {"dash", "libc.so.6"} <= set(cases[test]["libraries"]), cases[test]
+
+
 @pytest.mark.parametrize(("test", "named", "outlives"), [
-    ("test_shell_wrapper", "/bin/sh -c", False),  # a shell may run anything: it is not Python when it starts
-    ("test_system", "/bin/sh -c true", False),
     ("test_python_without_the_hook", "-S", False),  # Python, but no site: the .pth hook never runs
     # A multiprocessing child inherits the id meant for the unseen one, and must not claim it.
-    ("test_stale_fork", "-S -c pass", False),
-    ("test_stale_spawn", "-S -c pass", False),
+    ("test_stale_fork", "-S -c import ctypes", False),
+    ("test_stale_spawn", "-S -c import ctypes", False),
     # An environment the recorder cannot add its variables to: the child cannot claim, nor be seen to end.
     ("test_frozen_env", "_Z6frozenv", True),
 ])
@@ -313,10 +334,11 @@ def test_a_child_no_recorder_saw_is_named(cases: dict[str, dict[str, Any]], test
     assert not cases["test_last"]["complete"]  # the frozen one may still run
 
 
-def test_record_sees_a_native_grandchild_and_an_exec(tmp_path: Path, fake_cupti: Path) -> None:
+def test_record_sees_a_native_grandchild_and_an_exec(tmp_path: Path, fake_cupti: Path,
+                                                    native_programs: Programs) -> None:
     """`record -- python script.py`: a clean-environment child is recorded; a native one, or an exec, is named."""
     script = tmp_path / "script.py"
-    exe = _native(tmp_path)
+    exe = _native(native_programs)
 
     def step(body: str) -> dict[str, Any]:
         script.write_text(textwrap.dedent(body))
@@ -329,26 +351,32 @@ def test_record_sees_a_native_grandchild_and_an_exec(tmp_path: Path, fake_cupti:
     clean = step(f"""
         import os, subprocess, sys
         subprocess.run([sys.executable, "-c", "from cupti import cupti; cupti.launch('_Z2r3v')"], check=True,
-                       env={{"PATH": os.environ["PATH"], "PYTHONPATH": {str(fake_cupti)!r}}})
+                       env={{"PATH": os.environ["PATH"], "PYTHONPATH": {str(fake_cupti)!r},
+                            "FAKE_CUDA_DRIVER": os.environ["FAKE_CUDA_DRIVER"]}})
     """)
     assert clean["complete"] and clean["kernels"] == ["_Z2r3v"] and clean["processes"] == 2, clean
     native = step(f"import subprocess; subprocess.run([{str(exe)!r}], check=True)\n")
     assert not native["complete"] and str(exe) in native["reason"], native
+    assert "loaded the GPU driver" in native["reason"], native
+    # The recorded interpreter replaced itself: what its CUPTI buffers held is lost.
     replaced = step("import os; os.execv('/bin/true', ['true'])\n")
-    assert not replaced["complete"] and "true" in replaced["reason"], replaced
+    assert not replaced["complete"] and "died before writing its part file" in replaced["reason"], replaced
 
 
-def test_a_step_whose_command_is_a_shell_is_incomplete(tmp_path: Path, fake_cupti: Path) -> None:
-    """`record -- sh -c "python ...; ./cuda_app"`: the Python child is recorded, the shell's other child is not."""
-    exe = _native(tmp_path)
-    for command, complete in ((f"{sys.executable} -c pass; {exe}", False), (f"exec {sys.executable} -c pass", True)):
+def test_a_step_whose_command_is_a_shell_is_followed(tmp_path: Path, fake_cupti: Path,
+                                                     native_programs: Programs) -> None:
+    """`record -- sh -c "python ...; ./cuda_app"`: the Python child is recorded, the shell and its other children
+    are followed; a child that loads the driver with no recorder in it makes the step incomplete."""
+    exe = _native(native_programs)
+    for command, complete in ((f"{sys.executable} -c pass; {exe}", False), (f"exec {sys.executable} -c pass", True),
+                              (f"{sys.executable} -c pass; true", True)):
         proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "record", "--step", "s", "--out",
                                str(tmp_path / "rec"), "--commit", COMMIT, "--", "sh", "-c", command],
                               capture_output=True, text=True, check=False)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
         rec = json.loads((tmp_path / "rec" / "s.jsonl").read_text())
         assert rec["processes"] == 1 and rec["complete"] == complete, (command, rec)
-        assert ("the command is not a Python process" in rec["reason"]) != complete, rec
+        assert ("loaded the GPU driver (libcuda.so.1)" in rec["reason"]) != complete, rec
 
 
 def _record(tmp_path: Path, body: str, **env: str) -> dict[str, Any]:
@@ -515,10 +543,11 @@ def test_a_daemon_that_cleared_its_environment_keeps_the_tests_it_lives_through_
     for test in ("test_start_daemon", "test_uses_daemon", "test_stop_daemon"):
         rec = cases[test]
         assert not rec["complete"] and "env -i" in rec["reason"] and "no recorder saw" in rec["reason"], rec
-    assert not cases["test_waited_native"]["complete"] and "true" in cases["test_waited_native"]["reason"]
-    for test in ("test_orphan_start", "test_orphan_adopted_and_ended"):
-        assert not cases[test]["complete"] and " -S -c" in cases[test]["reason"], cases[test]
-    # Precision: the waited-for `true`, the stopped daemon and the ended orphan cost no other test.
+    assert "the audit library did not follow" in cases["test_start_daemon"]["reason"]  # env -i dropped LD_AUDIT
+    # Followed: the waited-for `true`, and Python without the hook whose forked child outlives it.
+    for test in ("test_waited_native", "test_orphan_start", "test_orphan_adopted_and_ended"):
+        assert cases[test]["complete"], cases[test]
+    # Precision: the stopped daemon costs no other test.
     for test in ("test_before", "test_between", "test_after_daemon", "test_orphan_reaped", "test_last"):
         assert cases[test]["complete"], cases[test]
     assert cases["test_uses_daemon"]["kernels"] == ["_Z6daemonv"]

@@ -30,7 +30,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help=summary_of("record"),
         description="Run COMMAND; record every CUDA kernel launched by it and by its Python descendants "
         "(CUPTI Activity API, through `pip install 'kernel-symbol-map[record]'`); write OUT/STEP.jsonl. "
-        "Non-Python processes that launch kernels (C++ test binaries) are not recorded. Exit status: COMMAND's "
+        "Native processes are followed by the loader's audit interface: one that loads no GPU driver keeps the "
+        "step complete; one that does (a C++ test binary) makes it incomplete. Exit status: COMMAND's "
         "(128+N when signal N killed it); 127 when COMMAND is not found, 126 when it cannot be run, as env does.",
         allow_abbrev=False,
     )
@@ -42,7 +43,7 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..recorder import hook, parts
+    from ..recorder import parts, spawns
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -51,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--step {args.step!r}: a name, not a path")
     args.out.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix=f".parts-{args.step}-", dir=args.out))
-    env = dict(os.environ, **{hook.FOLDER_VARIABLE: str(folder), hook.SCOPE_VARIABLE: args.step})
+    env = dict(os.environ)
+    spawns.expect_command(folder, command, env, args.step)  # claimed by Python with the hook, else followed
     interrupted = ""
     try:
         proc = subprocess.Popen(command, env=env)

@@ -26,9 +26,10 @@ def start() -> None:
         return
     try:
         from .process import ProcessRecorder
-        from .spawns import resource_tracker
+        from .spawns import resource_tracker, tracker_seen
 
         if resource_tracker():
+            tracker_seen(folder)  # not recorded, and its audit record never ends before the merge: stdlib code
             return
 
         ProcessRecorder.start_current(folder, os.environ.get(SCOPE_VARIABLE, ""))

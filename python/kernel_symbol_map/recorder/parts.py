@@ -1,14 +1,18 @@
 """Merge the part files of one recording into the JSON Lines that ``select`` reads.
 
 Each record is ``{"test", "kernels", "complete", "commit", "reason",
-"processes"}``: ``reason`` says why it is incomplete, ``processes`` how many
-Python processes were recorded. Incomplete when any contributing process was
+"processes", "libraries"}``: ``reason`` says why it is incomplete,
+``processes`` how many Python processes were recorded, ``libraries`` the
+file names of the images its processes had loaded (absent when one could
+not say). Incomplete when any contributing process was
 incomplete (no CUPTI, dropped records, interrupted), when a process started
 but never wrote its part file (it died), when the command was interrupted,
 or when no process was recorded at all; and, for the tests from its start
 on, when a recorded process started one that no recorder saw (a native
 program, a shell, Python without the hook: an expectation, ``.spawn``,
-that no ``.started`` claimed). A child's kernels go to the scope it was
+that no ``.started`` claimed) and that the audit library's records do not
+clear (:mod:`.audit`: a static program, or dynamic ones that exited whole
+without loading a GPU driver, are cleared). A child's kernels go to the scope it was
 started in and to every test that ran while it lived (its ``window`` in the
 tests log), so a persistent worker's launches reach the tests that used it.
 """
@@ -25,7 +29,7 @@ from typing import Any
 from .. import _atomic
 from ..errors import RecordingError
 from ..mapformat import pyblocks
-from . import timeline
+from . import audit, native, spawns, timeline
 
 SESSION = "scope::"  # the plugin's widest scope: every test
 
@@ -39,6 +43,7 @@ class Part:
     kernels: dict[str, tuple[str, ...]]
     window: tuple[str, int, int] | None = None  # (tests log, start, end): the tests that ran while it lived
     python: PythonPart | None = None  # the Python code it ran, when Python was measured (see .pycoverage)
+    libraries: dict[str, tuple[str, ...]] | None = None  # scope -> the images it had loaded (see .libraries)
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,7 @@ class PythonPart:
 
 @dataclass(frozen=True)
 class Unseen:
-    """A process a recorded one started that no recorder saw."""
+    """A process a recorded one started that no recorder saw: followed by the audit library, or not."""
 
     by: str  # the token of the process that started it
     exe: str
@@ -62,10 +67,13 @@ class Unseen:
     log: str  # the tests log at its start ("" for a step)
     at: int
     end: int | None  # where the log stood when it was seen to have ended; None: it may still run
+    problems: tuple[str, ...] = ()  # why it may have launched a kernel unseen; () when its records rule it out
+    libraries: frozenset[str] = frozenset()
 
     def why(self) -> str:
-        return (f"process {self.by} started {self.exe} ({' '.join(self.argv)[:160]}), which no recorder saw: "
-                "not a Python process with the recorder's hook (a native program, a shell, another interpreter)")
+        started = f"process {self.by} started {self.exe} ({' '.join(self.argv)[:160]})" if self.by else \
+            "a process that carried no spawn id"
+        return f"{started}, which no recorder saw: {audit.summary(self.problems)}"
 
 
 def read_parts(folder: Path) -> tuple[list[Part], list[str]]:
@@ -79,7 +87,9 @@ def read_parts(folder: Path) -> tuple[list[Part], list[str]]:
                               {str(k): tuple(v) for k, v in data["kernels"].items()},
                               None if window is None else (str(window["log"]), int(window["start"]),
                                                            int(window["end"])),
-                              _python_part(data) if "python" in data else None))
+                              _python_part(data) if "python" in data else None,
+                              None if data.get("libraries") is None else
+                              {str(k): tuple(map(str, v)) for k, v in data["libraries"].items()}))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RecordingError(f"{path}: not a recorder part file ({e})") from None
     return parts, _unwritten(folder)
@@ -105,18 +115,25 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 def read_unseen(folder: Path) -> list[Unseen]:
-    """The expectations (``*.spawn``) that no started process claimed.
+    """The expectations (``*.spawn``) that no started process claimed, each judged by its audit records.
 
     A claim needs the expectation's id, the executable it named, and the
     right parent: the spawner (its pid for an exec). A forked or
     multiprocessing child never claims: it inherited its parent's
     environment, and with it maybe an id meant for another process.
+    An unclaimed one is followed when the audit library's records show
+    that none of its processes could have launched a kernel (:mod:`.audit`);
+    its ``problems`` say why not otherwise.
     """
     claims: dict[str, list[dict[str, Any]]] = {}
+    recorded: set[tuple[int, str]] = set()
     for path in folder.glob("*.started"):
         data = _json(path)
+        recorded.add((int(data.get("pid", 0)), str(data.get("start", ""))))
         if data.get("spawn") and not data.get("forked") and not data.get("multiprocessing"):
             claims.setdefault(str(data["spawn"]), []).append(data)
+    recorded |= spawns.trackers(folder)
+    records = audit.read(folder)
     unseen = []
     for path in sorted(folder.glob("*.spawn")):
         s = _json(path)
@@ -125,11 +142,20 @@ def read_unseen(folder: Path) -> list[Unseen]:
             if any(s["exe"] in c.get("exe", ()) and c.get(parent) == s["pid"] for c in claims.get(s["spawn"], ())):
                 continue
             ended = path.with_suffix(".ended")
-            end = int(_json(ended)["end"]) if ended.exists() else None
+            end_record = _json(ended) if ended.exists() else None
+            end = int(end_record["end"]) if end_record is not None else None
+            verdict = audit.judge(records.get(str(s["spawn"]), ()), loader=str(s.get("loader", native.UNKNOWN)),
+                                  root=(parent, int(s["pid"])), recorded=recorded,
+                                  ended_ns=None if end_record is None else end_record.get("ns"))
             unseen.append(Unseen(str(s["by"]), str(s["exe"]), tuple(map(str, s["argv"])), str(s["scope"]),
-                                 str(s["log"]), int(s["at"]), end))
+                                 str(s["log"]), int(s["at"]), None if verdict.late else end, verdict.problems,
+                                 verdict.libraries))
         except (KeyError, TypeError, ValueError) as e:
             raise RecordingError(f"{path}: not a recorder spawn file ({e})") from None
+    untagged = records.get(audit.UNTAGGED)
+    if untagged:  # processes that lost their spawn id: whatever they did, every test may have seen it
+        verdict = audit.judge(untagged, loader=native.UNKNOWN, root=None, recorded=recorded)
+        unseen.append(Unseen("", "", (), "", "", 0, None, verdict.problems, verdict.libraries))
     return unseen
 
 
@@ -175,14 +201,15 @@ def step_record(folder: Path, step: str, commit: str, interrupted: str = "") -> 
     """
     wait_for_stragglers(folder)
     parts, died = read_parts(folder)
-    problems = _problems(parts, died, interrupted) + [u.why() for u in read_unseen(folder)]
-    me = os.getpid()
-    if (parts or died) and not any(me in (s.get("pid"), s.get("ppid")) for s in map(_json, folder.glob("*.started"))):
-        problems.append("the command is not a Python process with the recorder's hook (a shell, a native program): "
-                        "the processes it started itself, no recorder saw")
+    unseen = read_unseen(folder)
+    problems = _problems(parts, died, interrupted) + [u.why() for u in unseen if u.problems]
     kernels = sorted({k for p in parts for names in p.kernels.values() for k in names})
-    return {"test": step, "kernels": kernels, "complete": not problems, "commit": commit,
-            "reason": "; ".join(problems), "processes": len(parts) + len(died)}
+    record = {"test": step, "kernels": kernels, "complete": not problems, "commit": commit,
+              "reason": "; ".join(problems), "processes": len(parts) + len(died)}
+    if all(p.libraries is not None for p in parts):
+        record["libraries"] = sorted({n for p in parts for names in (p.libraries or {}).values() for n in names}
+                                     .union(*(u.libraries for u in unseen)))
+    return record
 
 
 def in_scope(test: str, scope: str) -> bool:
@@ -206,13 +233,24 @@ def test_records(folder: Path, tests: list[str], commit: str, interrupted: str =
         for scope, names in part.kernels.items():
             for t in set(_targets(scope, tests, found)) | {t for t in lived if t in found}:
                 found[t].update(names)
+    loaded: dict[str, set[str]] = {t: set() for t in tests}
+    for part in parts:
+        lived = _begun(*part.window) if part.window is not None else []
+        for scope, names in (part.libraries or {}).items():
+            for t in set(_targets(scope, tests, found)) | {t for t in lived if t in loaded}:
+                loaded[t].update(names)
     own: dict[str, list[str]] = {t: [] for t in tests}
     for u in read_unseen(folder):
         later = _begun(u.log, max(u.at, 0), u.end) if u.log else tests  # no end seen: every test from its start on
         for t in set(_targets(u.scope, tests, found)) | {t for t in later if t in own}:
-            own[t].append(u.why())
+            if u.problems:
+                own[t].append(u.why())
+            loaded[t].update(u.libraries)
     records = [{"test": t, "kernels": sorted(found[t]), "complete": not (problems or own[t]), "commit": commit,
                 "reason": "; ".join(problems + own[t]), "processes": len(parts) + len(died)} for t in tests]
+    if all(p.libraries is not None for p in parts):  # else some process could not say what it had loaded
+        for record in records:
+            record["libraries"] = sorted(loaded[record["test"]])
     if any(p.python is not None for p in parts):
         for record, python in zip(records, _python_records(parts, tests, found), strict=True):
             record.update(python)

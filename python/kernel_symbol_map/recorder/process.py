@@ -29,6 +29,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import _atomic
-from . import spawns, timeline, tree
+from . import libraries, spawns, timeline, tree
 from .pycoverage import ROOT_VARIABLE, PythonCoverage
 from .hook import FOLDER_VARIABLE, SCOPE_VARIABLE, SPAWN_VARIABLE, TESTS_VARIABLE
 
@@ -66,6 +67,7 @@ class ProcessRecorder:
         self.default_scope = scope
         self.token = f"{os.getpid()}-{os.urandom(4).hex()}"
         self.kernels: dict[str, set[str]] = defaultdict(set)
+        self.libraries: dict[str, set[str]] | None = defaultdict(set)  # None: the loader could not be asked
         self.scopes: dict[int, str] = {}  # external correlation id -> scope
         self._next_id = 1
         self._pending: dict[int, str] = {}  # correlation id -> kernel, until its external id is known
@@ -150,6 +152,7 @@ class ProcessRecorder:
         if self.window is not None and self.log is not None:
             self.window = (self.window[0], timeline.end(self.log))
         python = self.python.finish(self.default_scope) if self.python is not None else {}
+        self.note_libraries(self.default_scope, new_only=True)
         with self._lock:
             for name in self._pending.values():  # launches that carried no external id
                 self.kernels[self.default_scope].add(name)
@@ -163,11 +166,30 @@ class ProcessRecorder:
                 "kernels": {scope: sorted(names) for scope, names in sorted(self.kernels.items())},
             }
             part.update(python)
+            if self.libraries is not None:
+                part["libraries"] = {scope: sorted(names) for scope, names in sorted(self.libraries.items())}
             if self.window is not None:
                 part["window"] = {"log": str(self.log), "start": self.window[0], "end": self.window[1]}
         path = self.folder / f"{self.token}.json"
         _atomic.replace(path, json.dumps(part, separators=(",", ":")).encode())
         return path
+
+    def note_libraries(self, scope: str, new_only: bool = False) -> None:
+        """The images this process holds now served ``scope`` (with ``new_only``: those no other scope has).
+
+        The plugin notes them at each test's end: what was loaded by then is code the test could run. At
+        the end of the process, what no test had gone to its default scope: every test, for the plugin's.
+        """
+        names = libraries.loaded()
+        with self._lock:
+            if self.libraries is None:
+                return
+            if names is None:
+                self.libraries = None
+                return
+            if new_only:
+                names = names.difference(*self.libraries.values())
+            self.libraries[scope].update(names)
 
     # -- the processes it starts ---------------------------------------------
 
@@ -181,10 +203,8 @@ class ProcessRecorder:
             self._spawns += 1
             spawn = f"{self.token}-{self._spawns}"
         scope = os.environ.get(SCOPE_VARIABLE) or self.default_scope
-        record = {"spawn": spawn, "by": self.token, "pid": self.pid, "exe": exe, "argv": argv, "replaces": replaces,
-                  "scope": scope, "log": str(self.log or ""),
-                  "at": timeline.position(self.log) if self.log is not None else 0}
-        _atomic.replace(self.folder / f"{spawn}.spawn", json.dumps(record).encode())
+        spawns.write(self.folder, spawn, self.token, self.pid, exe, argv, replaces, scope, str(self.log or ""),
+                     timeline.position(self.log) if self.log is not None else 0)
         carry = {FOLDER_VARIABLE: str(self.folder), SCOPE_VARIABLE: scope, SPAWN_VARIABLE: spawn}
         if self.log is not None:
             carry[TESTS_VARIABLE] = str(self.log)
@@ -215,7 +235,7 @@ class ProcessRecorder:
             ended = set()
         at = timeline.end(self.log) if self.log is not None else 0
         for spawn in sorted(ended):
-            _atomic.replace(self.folder / f"{spawn}.ended", json.dumps({"end": at}).encode())
+            _atomic.replace(self.folder / f"{spawn}.ended", json.dumps({"end": at, "ns": time.monotonic_ns()}).encode())
         with self._lock:
             self._open -= ended
 

@@ -16,7 +16,14 @@ pushed around each test, never timestamps guessed afterwards:
   that ran while they lived (a persistent worker serves later tests; see
   :mod:`.timeline`);
 * a process no recorder saw (a native program, a shell; see :mod:`.spawns`):
-  the record of every test from its start on is incomplete, and names it.
+  followed by the loader's audit library (:mod:`.audit`), it leaves the
+  records complete when it loaded no GPU driver and exited whole; else the
+  record of every test from its start on (or while it lived, when its end
+  was seen) is incomplete, and names it.
+
+Each record lists the ``libraries`` (file names) its processes had loaded:
+this process's at the test's end, a child's and a native child's whole
+life's.
 
 With Python coverage on (the default; ``--kernel-record-python off``), each
 record also names the project's Python code the test executed, as block
@@ -210,6 +217,7 @@ class KernelRecorder:
         finally:
             if self.log is not None:
                 self.recorder.settle()  # the processes the test started and waited for end with it
+                self.recorder.note_libraries(item.nodeid)  # what this process had loaded by the test's end
                 timeline.append(self.log, timeline.END, item.nodeid)
 
     @pytest.hookimpl(hookwrapper=True)

@@ -31,15 +31,18 @@ expectation (see :func:`identity`).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
+from pathlib import Path
 from typing import Any, Protocol
 
-from . import tree
-from .hook import SPAWN_VARIABLE
+from .. import _atomic
+from . import native, tree
+from .hook import FOLDER_VARIABLE, SCOPE_VARIABLE, SPAWN_VARIABLE
 
 EVENTS = frozenset({"subprocess.Popen", "os.exec", "os.spawn", "os.posix_spawn", "os.system"})
 SHELL = "/bin/sh"  # what os.system runs
@@ -106,10 +109,36 @@ def seen(recorder: Watcher, event: str, args: tuple[Any, ...], caller: str = "")
     try:
         for key, value in carry.items():
             target[key] = value
+        audited(target)  # a native child is followed (see .audit); a Python one records itself too
     except (TypeError, AttributeError):
         return  # an environment that cannot change: the child cannot claim its expectation, so it stays unseen
     if event != "os.exec":
         recorder.trace(carry[SPAWN_VARIABLE])
+
+
+def write(folder: Path, spawn: str, by: str, pid: int, exe: str, argv: list[str], replaces: bool, scope: str,
+          log: str = "", at: int = 0) -> None:
+    """The expectation ``<spawn>.spawn``: a process ``by`` (pid ``pid``) is about to start."""
+    record = {"spawn": spawn, "by": by, "pid": pid, "exe": exe, "argv": argv, "replaces": replaces,
+              "loader": native.kind(exe), "scope": scope, "log": log, "at": at}
+    _atomic.replace(folder / f"{spawn}.spawn", json.dumps(record).encode())
+
+
+def audited(env: MutableMapping[str, str]) -> None:
+    """Put the audit library in ``env``'s ``LD_AUDIT`` (where there is one): a native child is followed."""
+    library = native.audit_library()
+    if library is not None:
+        env[native.LOADER_VARIABLE] = native.with_audit(env.get(native.LOADER_VARIABLE), library)
+
+
+def expect_command(folder: Path, argv: list[str], env: dict[str, str], scope: str) -> None:
+    """``record``'s command, started by this process: expected as a recorder's child is, and carrying what it
+    needs to claim the expectation (Python with the hook) or to be followed (a native program)."""
+    spawn = f"command-{os.getpid()}"
+    write(folder, spawn, "kernel-symbol-map record", os.getpid(), resolve(argv[0], env, None), [_text(a)[:_ARG_CHARACTERS]
+                                                                                for a in argv[:8]], False, scope)
+    env.update({FOLDER_VARIABLE: str(folder), SCOPE_VARIABLE: scope, SPAWN_VARIABLE: spawn})
+    audited(env)
 
 
 def alive(ids: set[str], recorded: Callable[[], set[tuple[int, str]]]) -> set[str]:
@@ -200,6 +229,24 @@ def resource_tracker() -> bool:
     and the id it inherited says nothing of the process that id was meant for.
     """
     return _is_tracker(list(getattr(sys, "orig_argv", [])))
+
+
+def tracker_seen(folder: str) -> None:
+    """Mark this interpreter as the resource tracker (``<pid>.tracker``), which runs no user code."""
+    me = os.getpid()
+    _atomic.replace(Path(folder) / f"{me}.tracker", json.dumps({"pid": me, "start": started(me)}).encode())
+
+
+def trackers(folder: Path) -> set[tuple[int, str]]:
+    """The resource trackers of a recording, as (pid, start)."""
+    found = set()
+    for path in folder.glob("*.tracker"):
+        try:
+            data = json.loads(path.read_text())
+            found.add((int(data["pid"]), str(data["start"])))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # unreadable: not known to be the tracker, so its audit record is judged
+    return found
 
 
 def _program(argv: list[str]) -> str:

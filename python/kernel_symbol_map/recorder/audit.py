@@ -1,0 +1,220 @@
+"""The audit library's records: which libraries each native process loaded, and whether its record is whole.
+
+The library (``native/kernel_symbol_map_audit.c``) writes one file per
+process image, ``<spawn>.<pid>.<ns>.audit``, and one per forked child
+before it execs, ``<spawn>.<pid>.<start>.fork.audit``. Each is text, a
+line per fact, tab-separated::
+
+    begin  exec|fork  PID  PPID  START  NS  EXE
+    lib    PATH                      (every object mapped, dlopen included)
+    exec   KIND  NS  PATH            (an exec; KIND as native.kind says)
+    exec-failed
+    spawn  KIND  CHILD-PID  PATH     (posix_spawn, posix_spawnp)
+    shell  KIND  NS  /bin/sh         (system, popen)
+    end                              (exit, _exit)
+
+A spawn no recorder saw (see :mod:`.spawns`) is *followed* when its records
+show every process it started, each one whole, and none that loaded a GPU
+driver: it could not have launched a kernel, so it leaves its tests'
+records complete. Anything else is a reason, in words: a driver loaded
+(no CUPTI recorder saw that process), a process that did not exit (killed,
+or still running when the recording ended), a program the audit library
+did not follow (a setuid one, an environment without ``LD_AUDIT``, a
+loader that refused the library), or a record that cannot be read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import native
+from .libraries import file_names
+
+# The libraries through which a process launches kernels: CUDA's driver, and ROCm's HIP runtime and HSA.
+DRIVERS = re.compile(r"^(libcuda|libamdhip64|libhsa-runtime64)\.so(\.|$)")
+UNTAGGED = "-"  # records of processes that carried no spawn id
+_SHOWN = 3  # reasons named per spawn; the rest are counted
+
+
+@dataclass(frozen=True)
+class Event:
+    what: str  # exec, exec-failed, spawn, shell
+    kind: str = ""  # of the program it starts (native.kind)
+    number: int = 0  # ns for exec and shell; the child's pid for spawn
+    path: str = ""
+
+
+@dataclass
+class Image:
+    """One program image of one process, or a forked child's life before it execs (``how == "fork"``)."""
+
+    how: str
+    pid: int
+    ppid: int
+    start: str
+    ns: int
+    exe: str
+    libraries: list[str] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    ended: bool = False
+    broken: str = ""  # why the record cannot be read
+
+    @property
+    def process(self) -> tuple[int, str]:
+        return self.pid, self.start
+
+
+@dataclass(frozen=True)
+class Verdict:
+    problems: tuple[str, ...]
+    libraries: frozenset[str]
+    late: bool  # a process of the spawn began after it was seen to end: its end is not known
+
+
+def read(folder: Path) -> dict[str, list[Image]]:
+    """Every record in ``folder``, by the spawn id the process carried (:data:`UNTAGGED` for none)."""
+    found: dict[str, list[Image]] = {}
+    for path in folder.glob("*.audit"):
+        spawn = path.name.split(".", 1)[0]
+        found.setdefault(spawn, []).append(_image(path))
+    return found
+
+
+def _image(path: Path) -> Image:
+    try:
+        lines = path.read_bytes().decode("utf-8", "surrogateescape").split("\n")
+    except OSError as e:
+        return Image("exec", 0, 0, "", 0, str(path), broken=f"{path.name}: {e.strerror or e}")
+    if lines[-1] != "":
+        lines.append("")  # a line cut short by a kill: the record has no end either
+        cut = True
+    else:
+        cut = False
+    head = lines[0].split("\t")
+    try:
+        if head[0] != "begin" or len(head) != 7 or head[1] not in ("exec", "fork"):
+            raise ValueError("no begin line")
+        image = Image(head[1], int(head[2]), int(head[3]), head[4], int(head[5]), head[6])
+    except (ValueError, IndexError):
+        return Image("exec", 0, 0, "", 0, path.name, broken=f"{path.name}: not an audit record")
+    for line in lines[1:-1]:
+        fields = line.split("\t")
+        try:
+            if fields[0] == "lib" and len(fields) == 2:
+                image.libraries.append(fields[1])
+            elif fields[0] in ("exec", "shell", "spawn") and len(fields) == 4:
+                image.events.append(Event(fields[0], fields[1], int(fields[2]), fields[3]))
+            elif fields == ["exec-failed"]:
+                image.events.append(Event("exec-failed"))
+            elif fields == ["end"]:
+                image.ended = True
+            else:
+                raise ValueError(line)
+        except ValueError:
+            image.broken = f"{path.name}: a line that is not an audit record ({line[:80]!r})"
+    if cut:
+        image.ended = False
+    return image
+
+
+def names(image: Image) -> set[str]:
+    """The file names an image loaded (see :mod:`.libraries`)."""
+    return file_names([image.exe, *image.libraries])
+
+
+def judge(images: Iterable[Image], *, loader: str, root: tuple[str, int] | None,
+          recorded: set[tuple[int, str]], ended_ns: int | None = None) -> Verdict:
+    """Whether a spawn's processes, as their records show them, could have launched a kernel unseen.
+
+    ``loader``: :func:`.native.kind` of the program started; ``root``: how its
+    first process is found (``("ppid", pid)`` of the spawner, or ``("pid",
+    pid)`` for an exec that replaced it; None: no first process is needed).
+    ``recorded`` processes (pid, start) record themselves: their part files
+    speak for them. ``ended_ns``: when the spawn was seen to end.
+    """
+    processes: dict[tuple[int, str], list[Image]] = {}
+    for image in images:
+        processes.setdefault(image.process, []).append(image)
+    for chain in processes.values():
+        chain.sort(key=lambda i: (i.how != "fork", i.ns))  # a forked child's life comes before what it execs
+    problems: list[str] = []
+    libraries: set[str] = set()
+    late = False
+    if loader == native.SETUID:
+        problems.append("a setuid program: the loader ignores LD_AUDIT there")
+    elif root is not None and loader != native.STATIC:
+        how, pid = root
+        if not any(getattr(chain[0], how) == pid for chain in processes.values()):
+            problems.append("no audit record: its environment lost LD_AUDIT, the loader refused the audit library, "
+                            "or it is not a glibc program")
+    # A shell that system() started is matched to the caller's first unclaimed child that began after the call;
+    # posix_spawn's children are known by their pids.
+    children: dict[int, list[tuple[int, str]]] = {}
+    for key, chain in sorted(processes.items(), key=lambda kv: kv[1][0].ns):
+        children.setdefault(chain[0].ppid, []).append(key)
+    used = {child for chain in processes.values() for image in chain for event in image.events
+            if event.what == "spawn" and (child := _spawned(event, image, children)) is not None}
+    for key, chain in sorted(processes.items(), key=lambda kv: kv[1][0].ns):
+        late = late or (ended_ns is not None and chain[0].ns > ended_ns)
+        for image in chain:
+            libraries |= names(image)
+        if key in recorded:
+            continue  # a Python process with the hook: its own part file says what it launched
+        problems += _whole(chain, processes, children, used)
+    return Verdict(tuple(problems), frozenset(libraries), late)
+
+
+def _whole(chain: list[Image], processes: dict[tuple[int, str], list[Image]],
+           children: dict[int, list[tuple[int, str]]], used: set[tuple[int, str]]) -> list[str]:
+    """Why one process's record may hide a launch ([] when it cannot)."""
+    first, last = chain[0], chain[-1]
+    who = f"process {first.pid} ({os.path.basename(last.exe) or '?'})"
+    found = [f"{who}: {image.broken}" for image in chain if image.broken]
+    for image in chain:
+        drivers = sorted({os.path.basename(lib) for lib in image.libraries if DRIVERS.match(os.path.basename(lib))})
+        if drivers:
+            found.append(f"{who} loaded the GPU driver ({', '.join(drivers)}), and no CUPTI recorder saw it")
+        for event in image.events:
+            if event.what == "spawn" and event.kind != native.STATIC:
+                if event.kind == native.SETUID or _spawned(event, image, children) is None:
+                    found.append(f"{who} started {event.path}, which the audit library did not follow"
+                                 f"{_because(event.kind)}")
+            elif event.what == "shell" and event.kind != native.STATIC:
+                child = next((k for k in children.get(image.pid, ()) if k not in used
+                              and processes[k][0].how == "exec" and processes[k][0].ns >= event.number), None)
+                if child is None:
+                    found.append(f"{who} ran {event.path}, which the audit library did not follow")
+                else:
+                    used.add(child)
+    final = last.events[-1] if last.events else None
+    if last.ended:
+        pass
+    elif final is not None and final.what == "exec" and final.kind == native.STATIC:
+        pass  # it became a static program, which cannot load a driver (its children are followed on their own)
+    elif final is not None and final.what == "exec":
+        found.append(f"{who} ran {final.path}, which the audit library did not follow{_because(final.kind)}")
+    else:
+        found.append(f"{who} did not exit: it was killed, or still ran when the recording ended")
+    return found
+
+
+def _spawned(event: Event, image: Image, children: dict[int, list[tuple[int, str]]]) -> tuple[int, str] | None:
+    """The process posix_spawn started, by its pid and parent."""
+    return next((k for k in children.get(image.pid, ()) if k[0] == event.number), None)
+
+
+def _because(kind: str) -> str:
+    if kind == native.SETUID:
+        return " (a setuid program: the loader ignores LD_AUDIT there)"
+    return " (its environment lost LD_AUDIT, or the loader refused the library)"
+
+
+def summary(problems: tuple[str, ...]) -> str:
+    """The first few reasons, and how many more."""
+    shown = "; ".join(problems[:_SHOWN])
+    more = len(problems) - _SHOWN
+    return shown + (f"; and {more} more" if more > 0 else "")

@@ -297,8 +297,9 @@ static const struct starter STARTERS[] = {
 unsigned int la_version(unsigned int version) {
     const char *where = getenv(FOLDER_VARIABLE);
     const char *spawn = getenv(SPAWN_VARIABLE);
-    if (version < 1 || where == NULL || where[0] == '\0' || strlen(where) >= sizeof folder - 64)
-        return 0; /* not recording: the loader drops this library, and the process runs as if unaudited */
+    if (version < 1 || where == NULL || where[0] != '/' || strlen(where) >= sizeof folder - 64)
+        return 0; /* not recording (or not where a child in another folder finds it): the loader drops this
+                     library, the process runs unaudited, and the recorder finds no record of it */
     strcpy(folder, where);
     snprintf(spawn_id, sizeof spawn_id, "%s", spawn != NULL && spawn[0] != '\0' ? spawn : "-");
     if (strchr(spawn_id, '/') != NULL)

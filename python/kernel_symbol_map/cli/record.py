@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if os.sep in args.step or args.step.startswith("."):
         raise UsageError(f"--step {args.step!r}: a name, not a path")
     args.out.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=f".parts-{args.step}-", dir=args.out))
+    # Absolute: children that run in another folder (a compiler with cwd=) write here too.
+    folder = Path(tempfile.mkdtemp(prefix=f".parts-{args.step}-", dir=args.out.resolve()))
     env = dict(os.environ)
     spawns.expect_command(folder, command, env, args.step)  # claimed by Python with the hook, else followed
     interrupted = ""

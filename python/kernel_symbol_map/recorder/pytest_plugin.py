@@ -155,7 +155,8 @@ class KernelRecorder:
             self.parts = Path(os.environ[PARTS_VARIABLE])
         else:
             out.mkdir(parents=True, exist_ok=True)
-            self.parts = Path(tempfile.mkdtemp(prefix=f".parts-{self.name}-", dir=out))
+            # Absolute: children that run in another folder (a compiler with cwd=) write here too.
+            self.parts = Path(tempfile.mkdtemp(prefix=f".parts-{self.name}-", dir=out.resolve()))
             os.environ[PARTS_VARIABLE] = str(self.parts)  # xdist's workers inherit it
         if role != "controller":
             self._start()

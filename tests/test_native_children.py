@@ -1,0 +1,204 @@
+"""Native processes a recorded test starts are judged by what they loaded (the audit library), real ones only.
+
+A native child that loaded no GPU driver and exited whole leaves its test complete, and its libraries in
+the record; one that loaded the (stand-in) driver with no recorder in it, one the audit library could not
+follow (a cleared environment, a setuid program, a library the loader refused), and one killed mid-run
+leave it incomplete, each with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from native_programs import Programs
+
+from kernel_symbol_map.recorder import audit, native
+
+COMMIT = "c" * 40
+pytestmark = pytest.mark.skipif(native.audit_library() is None, reason="the audit library is not installed")
+
+CASES = '''
+import os, subprocess, sys
+
+P = {programs!r}
+
+
+def test_ldconfig():
+    subprocess.run(["/sbin/ldconfig", "-p"], check=True, stdout=subprocess.DEVNULL)
+
+
+def test_find_library():
+    import ctypes.util
+    ctypes.util.find_library("m")
+
+
+def test_gxx(tmp_path):
+    (tmp_path / "t.cc").write_text("int main() {{ return 0; }}\\n")
+    subprocess.run(["g++", "t.cc", "-o", "t"], cwd=tmp_path, check=True)
+    subprocess.run(["g++", "--version"], check=True, stdout=subprocess.DEVNULL)
+
+
+def test_static():
+    subprocess.run([P["static_true"]], check=True)
+
+
+def test_shell_runs_static():
+    subprocess.run(["sh", "-c", P["static_true"] + "; true"], check=True)
+
+
+def test_exit_through_underscore_exit():
+    subprocess.run([P["exit_true"]], check=True)
+
+
+def test_driver():
+    subprocess.run([P["load_driver"], P["driver"]], check=True)
+
+
+def test_driver_in_a_shell():
+    subprocess.run(["sh", "-c", P["load_driver"] + " " + P["driver"]], check=True)
+
+
+def test_cleared_environment():
+    subprocess.run([P["clean_exec"], P["load_driver"], P["driver"]], check=True)
+
+
+def test_killed():
+    assert subprocess.run([P["killed"]]).returncode == -9
+
+
+def test_setuid():
+    subprocess.run([P["setuid_true"]], check=True)
+
+
+def test_after():
+    pass
+'''
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory: pytest.TempPathFactory, native_programs: Programs) -> dict[str, dict[str, Any]]:
+    return _run(tmp_path_factory.mktemp("native-cases"), native_programs)
+
+
+def _run(where: Path, programs: Programs, **env: str) -> dict[str, dict[str, Any]]:
+    setuid = where / "setuid_true"
+    shutil.copy(programs.exit_true, setuid)
+    setuid.chmod(0o4755)
+    paths = {"static_true": str(programs.static_true), "exit_true": str(programs.exit_true),
+             "load_driver": str(programs.load_driver), "driver": str(programs.driver),
+             "clean_exec": str(programs.clean_exec), "killed": str(programs.killed), "setuid_true": str(setuid)}
+    (where / "test_cases.py").write_text(CASES.format(programs=paths))
+    out = where / "rec"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(where),
+                           "test_cases.py", "--kernel-record", str(out), "--kernel-record-commit", COMMIT,
+                           "--kernel-record-python", "off"],
+                          cwd=where, capture_output=True, text=True, check=False, env=dict(os.environ, **env))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = map(json.loads, (out / "pytest.jsonl").read_text().splitlines())
+    return {r["test"].split("::")[-1]: r for r in records}
+
+
+# CUPTI cannot start here, nor in CI: every record says so. What a case adds is what the tests look at.
+def _own(rec: dict[str, Any]) -> str:
+    return "; ".join(r for r in rec["reason"].split("; ") if "CUPTI could not start" not in r)
+
+
+@pytest.mark.parametrize("test", ["test_ldconfig", "test_find_library", "test_gxx", "test_static",
+                                  "test_shell_runs_static", "test_exit_through_underscore_exit", "test_after"])
+def test_a_native_child_that_loaded_no_driver_leaves_its_test_complete(cases: dict[str, dict[str, Any]],
+                                                                      test: str) -> None:
+    assert _own(cases[test]) == "", cases[test]
+
+
+def test_records_list_what_each_tests_native_children_loaded(cases: dict[str, dict[str, Any]]) -> None:
+    assert {"cc1plus", "collect2", "libgmp.so.10"} <= set(cases["test_gxx"]["libraries"])
+    assert "cc1plus" not in cases["test_static"]["libraries"]  # a waited-for child goes to its own test only
+    assert {"load_driver", "libcuda.so.1"} <= set(cases["test_driver"]["libraries"])
+    # This process's own images are there too, as at the test's end.
+    assert os.path.basename(os.path.realpath(sys.executable)) in cases["test_after"]["libraries"]
+
+
+@pytest.mark.parametrize(("test", "why"), [
+    ("test_driver", "(load_driver) loaded the GPU driver (libcuda.so.1), and no CUPTI recorder saw it"),
+    ("test_driver_in_a_shell", "(load_driver) loaded the GPU driver (libcuda.so.1)"),
+    ("test_cleared_environment", "(clean_exec) ran {load_driver}, which the audit library did not follow (its "
+                                 "environment lost LD_AUDIT, or the loader refused the library)"),
+    ("test_killed", "(killed) did not exit: it was killed, or still ran when the recording ended"),
+    ("test_setuid", "a setuid program: the loader ignores LD_AUDIT there"),
+])
+def test_a_native_child_that_may_have_launched_unseen_keeps_its_test_incomplete(
+        cases: dict[str, dict[str, Any]], native_programs: Programs, test: str, why: str) -> None:
+    reason = _own(cases[test])
+    assert not cases[test]["complete"] and "which no recorder saw" in reason, cases[test]
+    assert why.format(load_driver=native_programs.load_driver) in reason, reason
+    # Each was seen to end within its own test: the next one keeps its record.
+    assert _own(cases["test_after"]) == ""
+
+
+def test_an_audit_library_the_loader_refuses_leaves_the_test_incomplete(
+        tmp_path: Path, native_programs: Programs) -> None:
+    bad = tmp_path / "not-a-library.so"
+    bad.write_bytes(b"\x7fELF garbage")
+    cases = _run(tmp_path, native_programs, KERNEL_SYMBOL_MAP_AUDIT=str(bad))
+    for test in ("test_gxx", "test_exit_through_underscore_exit", "test_driver"):
+        assert "no audit record" in _own(cases[test]), cases[test]
+    assert _own(cases["test_static"]) == ""  # a static program needs no audit library
+    assert _own(cases["test_after"]) == ""
+
+
+TORCH_CASES = '''
+import ctypes.util
+import torch
+
+
+def test_eager():
+    assert float(torch.ones(3).sum()) == 3.0
+
+
+def test_inductor():
+    f = torch.compile(lambda x: (x * 2).sin() + 1, backend="inductor")
+    assert torch.allclose(f(torch.ones(8)), (torch.ones(8) * 2).sin() + 1)
+
+
+def test_driver_lookup():
+    ctypes.util.find_library("cuda")  # what torch's CUDA library lookup does: `ldconfig -p`
+
+
+def test_after():
+    pass
+'''
+
+
+def test_a_torch_suite_that_compiles_with_inductor_records_every_test_complete(
+        tmp_path: Path, native_programs: Programs) -> None:
+    """`import torch` (ldconfig), torch.compile with inductor on CPU (g++, openssl), from a cold cache, under the
+    stand-in CUPTI: nothing launched a kernel unseen, so every record is complete."""
+    pytest.importorskip("torch", reason="torch is not installed (scripts/setup installs torch==2.13.0, CPU)")
+    from test_recorder_processes import FAKE_CUPTI
+
+    (tmp_path / "cupti" / "cupti").mkdir(parents=True)
+    (tmp_path / "cupti" / "cupti" / "__init__.py").write_text("")
+    (tmp_path / "cupti" / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
+    (tmp_path / "test_torch_cases.py").write_text(TORCH_CASES)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "cupti"), FAKE_CUDA_DRIVER=str(native_programs.driver),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor-cache"))
+    out = tmp_path / "rec"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+                           "test_torch_cases.py", "--kernel-record", "rec", "--kernel-record-commit", COMMIT,
+                           "--kernel-record-python", "off"],
+                          cwd=tmp_path, capture_output=True, text=True, check=False, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = {r["test"].split("::")[-1]: r for r in map(json.loads, (out / "pytest.jsonl").read_text().splitlines())}
+    assert set(records) == {"test_eager", "test_inductor", "test_driver_lookup", "test_after"}
+    for test, rec in records.items():
+        assert rec["complete"], rec
+        assert "libtorch_cpu.so" in rec["libraries"], (test, rec["libraries"][:20])
+    assert {"cc1plus", "openssl"} <= set(records["test_inductor"]["libraries"])
+    assert "cc1plus" not in records["test_eager"]["libraries"]

@@ -60,6 +60,8 @@ class Recording:
     python_why: str = "its recording has no Python coverage"
     python_copies: frozenset[str] = frozenset()  # project files it ran from elsewhere (an installed copy)
     rootdir: str | None = None  # pytest's rootdir, relative to the git top level: where its node id is spelled from
+    # The file names of the images (executable, shared libraries) its processes had loaded; None: not recorded.
+    libraries: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,7 @@ def merge(recordings: list[Recording]) -> list[Recording]:
             ", ".join(p.where for p in parts), "; ".join(whys), python, python_why,
             frozenset().union(*(p.python_copies for p in parts)),
             parts[0].rootdir if len({p.rootdir for p in parts}) == 1 else None,
+            None if any(p.libraries is None for p in parts) else frozenset().union(*(p.libraries or () for p in parts)),
         ))
     return sorted(merged, key=lambda r: r.test)
 
@@ -287,6 +290,7 @@ def _count(digits: str, where: Callable[[int], str], at: int) -> int:
 def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
     found = []
     coverage: dict[str, str] = {}
+    loaded: dict[tuple[str, ...], frozenset[str]] = {}  # tests of one process list the same images: each list once
     spelled = str(path)
     for number, raw in enumerate(_open(path), 1):
         if not raw or raw.isspace():
@@ -321,7 +325,25 @@ def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
         if rootdir is not None and not (isinstance(rootdir, str) and _clean(rootdir) and rootdir):
             raise RecordingError(f"{where}: \"rootdir\" must be a folder name")
         found.append(Recording(record["test"], kernels, complete, commit, where,
-                               "" if complete else why, python, python_why, copies, rootdir))
+                               "" if complete else why, python, python_why, copies, rootdir,
+                               _libraries(record, where, loaded)))
+    return found
+
+
+def _libraries(record: dict[str, Any], where: str, seen: dict[tuple[str, ...], frozenset[str]]) -> frozenset[str] | None:
+    """A record's ``"libraries"``: file names, each without a folder; None when the record has none."""
+    listed = record.get("libraries")
+    if listed is None:
+        return None
+    if not isinstance(listed, list) or not set(map(type, listed)) <= {str}:
+        raise RecordingError(f"{where}: \"libraries\" must be a list of file names")
+    key = tuple(listed)
+    found = seen.get(key)
+    if found is None:
+        bad = next((n for n in listed if not n or "/" in n or not _clean(n)), None)
+        if bad is not None:
+            raise RecordingError(f"{where}: \"libraries\" must be a list of file names, not {bad[:80]!r}")
+        found = seen[key] = frozenset(listed)
     return found
 
 

@@ -1,0 +1,161 @@
+"""The audit library's records as the recorder reads them: every way a record can fail to clear a process.
+
+Records here are written by hand in the library's format (``recorder/audit.py``), each one a case the
+real processes of tests/test_native_children.py cannot make on demand: a line cut by a kill, a malformed
+line, a posix_spawn child with no record, a system() shell matched to the right child. ELF files are cut
+and corrupted to check that only a well-formed one without ``PT_INTERP`` reads as static.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from kernel_symbol_map.consumer.recordings import read
+from kernel_symbol_map.errors import RecordingError
+from kernel_symbol_map.recorder import audit, native
+
+BY = 100  # the recorded process that started the spawn
+
+
+def _write(folder: Path, name: str, *lines: str, newline: bool = True) -> None:
+    (folder / name).write_text("\n".join(lines) + ("\n" if newline else ""))
+
+
+def _begin(how: str, pid: int, ppid: int, ns: int, exe: str = "/bin/prog") -> str:
+    return f"begin\t{how}\t{pid}\t{ppid}\t77\t{ns}\t{exe}"
+
+
+def _judge(folder: Path, loader: str = native.DYNAMIC, recorded: frozenset[tuple[int, str]] = frozenset(),
+           ended_ns: int | None = None) -> audit.Verdict:
+    return audit.judge(audit.read(folder).get("s", []), loader=loader, root=("ppid", BY), recorded=set(recorded),
+                       ended_ns=ended_ns)
+
+
+def test_a_whole_record_with_no_driver_clears_the_spawn(tmp_path: Path) -> None:
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "lib\t/lib/libc.so.6", "end")
+    verdict = _judge(tmp_path)
+    assert verdict.problems == () and {"prog", "libc.so.6"} <= verdict.libraries
+
+
+@pytest.mark.parametrize(("lines", "newline", "why"), [
+    # killed between two lines, or in the middle of one: no end
+    ((_begin("exec", 200, BY, 1), "lib\t/lib/libc.so.6"), True, "did not exit"),
+    ((_begin("exec", 200, BY, 1), "lib\t/lib/libc.so.6", "end"), False, "did not exit"),
+    ((_begin("exec", 200, BY, 1), "lib\t/opt/libcuda.so.1", "end"), True, "loaded the GPU driver (libcuda.so.1)"),
+    ((_begin("exec", 200, BY, 1), "lib\t/opt/rocm/lib/libamdhip64.so.6", "end"), True, "libamdhip64.so.6"),
+    ((_begin("exec", 200, BY, 1), "lib\t/opt/rocm/lib/libhsa-runtime64.so", "end"), True, "libhsa-runtime64.so"),
+    ((_begin("exec", 200, BY, 1), "lob\t/x", "end"), True, "not an audit record"),
+    (("nothing like a begin", "end"), True, "not an audit record"),
+    ((_begin("exec", 200, BY, 1), "exec\tdynamic\t5\t/bin/next"), True, "ran /bin/next, which the audit library"),
+    ((_begin("exec", 200, BY, 1), "exec\tsetuid\t5\t/bin/su"), True, "a setuid program"),
+    ((_begin("exec", 200, BY, 1), "exec\tunknown\t5\tnext"), True, "ran next, which the audit library"),
+    ((_begin("exec", 200, BY, 1), "spawn\tdynamic\t201\t/bin/x", "end"), True, "started /bin/x, which the audit"),
+    ((_begin("exec", 200, BY, 1), "shell\tdynamic\t5\t/bin/sh", "end"), True, "ran /bin/sh, which the audit"),
+])
+def test_a_record_that_may_hide_a_launch_says_why(tmp_path: Path, lines: tuple[str, ...], newline: bool,
+                                                  why: str) -> None:
+    _write(tmp_path, "s.200.1.audit", *lines, newline=newline)
+    problems = "; ".join(_judge(tmp_path).problems)
+    assert why in problems, problems
+
+
+def test_an_exec_of_a_static_program_ends_a_record_whole(tmp_path: Path) -> None:
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "exec\tstatic\t5\t/sbin/ldconfig")
+    assert _judge(tmp_path).problems == ()
+    # ... but an exec that failed does not: the image went on, and its end was never written
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "exec\tstatic\t5\t/sbin/x", "exec-failed")
+    assert "did not exit" in "; ".join(_judge(tmp_path).problems)
+
+
+def test_an_exec_is_followed_into_the_next_image_of_the_same_process(tmp_path: Path) -> None:
+    _write(tmp_path, "s.201.77.fork.audit", _begin("fork", 201, 200, 3), "exec\tdynamic\t2\t/bin/ls")
+    _write(tmp_path, "s.201.4.audit", _begin("exec", 201, 200, 4, "/bin/ls"), "lib\t/opt/libcuda.so", "end")
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "end")
+    problems = _judge(tmp_path).problems
+    assert len(problems) == 1 and "process 201 (ls) loaded the GPU driver" in problems[0], problems
+    (tmp_path / "s.201.4.audit").unlink()  # what it exec'd left no record: the environment lost LD_AUDIT
+    assert "ran /bin/ls, which the audit library did not follow" in "; ".join(_judge(tmp_path).problems)
+
+
+def test_a_forked_child_that_exits_through_underscore_exit_is_whole(tmp_path: Path) -> None:
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "end")
+    _write(tmp_path, "s.201.77.fork.audit", _begin("fork", 201, 200, 3), "end")
+    assert _judge(tmp_path).problems == ()
+    _write(tmp_path, "s.201.77.fork.audit", _begin("fork", 201, 200, 3), "lib\t/opt/libcuda.so.1")
+    assert "loaded the GPU driver" in "; ".join(_judge(tmp_path).problems)
+
+
+def test_posix_spawn_and_system_children_are_found_by_pid_and_by_time(tmp_path: Path) -> None:
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "spawn\tdynamic\t201\t/bin/x",
+           "shell\tdynamic\t50\t/bin/sh", "end")
+    _write(tmp_path, "s.201.10.audit", _begin("exec", 201, 200, 10, "/bin/x"), "end")
+    # the posix_spawn child began after the shell call too, but it is the spawn's: the shell's is missing
+    assert "ran /bin/sh, which the audit library did not follow" in "; ".join(_judge(tmp_path).problems)
+    _write(tmp_path, "s.202.40.audit", _begin("exec", 202, 200, 40, "/bin/dash"), "end")  # began before the call
+    assert "ran /bin/sh" in "; ".join(_judge(tmp_path).problems)
+    _write(tmp_path, "s.203.60.audit", _begin("exec", 203, 200, 60, "/bin/dash"), "end")
+    assert _judge(tmp_path).problems == ()
+    _write(tmp_path, "s.201.10.audit", _begin("exec", 201, 999, 10, "/bin/x"), "end")  # not this parent's child
+    assert "started /bin/x" in "; ".join(_judge(tmp_path).problems)
+
+
+def test_a_dynamic_spawn_needs_its_own_first_record_a_static_one_does_not(tmp_path: Path) -> None:
+    _write(tmp_path, "s.300.1.audit", _begin("exec", 300, 299, 1), "end")  # a descendant, not the spawn's child
+    assert "no audit record" in "; ".join(_judge(tmp_path).problems)
+    assert "no audit record" in "; ".join(_judge(tmp_path, loader=native.SCRIPT).problems)
+    assert _judge(tmp_path, loader=native.STATIC).problems == ()
+    assert "a setuid program" in "; ".join(_judge(tmp_path, loader=native.SETUID).problems)
+    replaced = audit.judge(audit.read(tmp_path)["s"], loader=native.DYNAMIC, root=("pid", 300), recorded=set())
+    assert replaced.problems == ()
+
+
+def test_a_recorded_process_speaks_for_itself_and_a_late_one_reopens_the_spawn(tmp_path: Path) -> None:
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "lib\t/opt/libcuda.so.1")
+    assert _judge(tmp_path, recorded=frozenset({(200, "77")})).problems == ()
+    assert _judge(tmp_path, recorded=frozenset({(200, "78")})).problems != ()  # another process with that pid
+    assert not _judge(tmp_path, ended_ns=5).late
+    assert _judge(tmp_path, ended_ns=0).late  # it began after the spawn was seen to end
+
+
+def test_native_kind_reads_static_only_from_a_whole_elf_file(tmp_path: Path) -> None:
+    static = shutil.copy("/sbin/ldconfig", tmp_path / "static")
+    assert native.kind(str(static)) == native.STATIC
+    assert native.kind("/bin/ls") == native.DYNAMIC
+    data = Path(static).read_bytes()
+    for name, text in [("cut-header", data[:40]), ("cut-table", data[:70]), ("not-elf", b"MZ" + data[2:]),
+                       ("no-headers", data[:0x38] + b"\0\0" + data[0x3A:])]:
+        (tmp_path / name).write_bytes(text)
+        assert native.kind(str(tmp_path / name)) == native.UNKNOWN, name
+    (tmp_path / "script").write_text("#!/bin/sh\n")
+    assert native.kind(str(tmp_path / "script")) == native.SCRIPT
+    setuid = shutil.copy("/bin/ls", tmp_path / "setuid")
+    Path(setuid).chmod(0o4755)
+    assert native.kind(str(setuid)) == native.SETUID
+    assert native.kind(str(tmp_path / "missing")) == native.UNKNOWN
+    assert struct.unpack_from("<H", data, 0x38)[0] > 0  # e_phnum, which no-headers zeroed
+
+
+@pytest.mark.parametrize("libraries", ['"libc.so.6"', '[1]', '["/lib/libc.so.6"]', '[""]'])
+def test_a_record_whose_libraries_are_not_file_names_is_a_clear_error(tmp_path: Path, libraries: str) -> None:
+    path = tmp_path / "r.jsonl"
+    good = {"test": "t0", "kernels": [], "complete": True, "commit": "", "libraries": ["libc.so.6"]}
+    path.write_text(json.dumps(good) + "\n" +
+                    '{"test": "t1", "kernels": [], "complete": true, "commit": "", "libraries": ' + libraries + "}\n")
+    with pytest.raises(RecordingError, match=rf"r\.jsonl:2: \"libraries\" must be a list of file names"):
+        read([path])
+
+
+def test_libraries_are_read_and_merged_as_one_tests_union(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(json.dumps({"test": "t", "kernels": [], "complete": True, "commit": "", "libraries": ["x.so"]}) + "\n")
+    b.write_text(json.dumps({"test": "t", "kernels": [], "complete": True, "commit": "", "libraries": ["y.so"]}) + "\n")
+    (rec,) = read([a, b])
+    assert rec.libraries == {"x.so", "y.so"}
+    b.write_text(json.dumps({"test": "t", "kernels": [], "complete": True, "commit": ""}) + "\n")
+    (rec,) = read([a, b])
+    assert rec.libraries is None  # one part could not say: the test's libraries are not known

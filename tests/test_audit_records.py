@@ -82,6 +82,24 @@ def test_an_exec_is_followed_into_the_next_image_of_the_same_process(tmp_path: P
     assert "ran /bin/ls, which the audit library did not follow" in "; ".join(_judge(tmp_path).problems)
 
 
+def test_an_exec_whose_program_carries_another_spawn_id_is_followed_there(tmp_path: Path) -> None:
+    """A recorded interpreter's forked child notes its exec under the id it started with; the program carries
+    the id the interpreter's recorder gave it, and is judged with that spawn."""
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "end")
+    _write(tmp_path, "s.201.77.fork.audit", _begin("fork", 201, 200, 3), "exec\tdynamic\t2\t/bin/true")
+    assert "ran /bin/true, which the audit library did not follow" in "; ".join(_judge(tmp_path).problems)
+    _write(tmp_path, "t.201.4.audit", _begin("exec", 201, 200, 4, "/bin/true"), "end")
+    records = audit.read(tmp_path)
+    verdict = audit.judge(records["s"], loader=native.DYNAMIC, root=("ppid", BY), recorded=set(),
+                          index=audit.Index(records))
+    assert verdict.problems == ()
+    _write(tmp_path, "t.201.4.audit", _begin("exec", 201, 200, 1, "/bin/true"), "end")  # began before the exec
+    records = audit.read(tmp_path)
+    verdict = audit.judge(records["s"], loader=native.DYNAMIC, root=("ppid", BY), recorded=set(),
+                          index=audit.Index(records))
+    assert verdict.problems != ()
+
+
 def test_a_forked_child_that_exits_through_underscore_exit_is_whole(tmp_path: Path) -> None:
     _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "end")
     _write(tmp_path, "s.201.77.fork.audit", _begin("fork", 201, 200, 3), "end")

@@ -126,21 +126,50 @@ def names(image: Image) -> set[str]:
     return file_names([image.exe, *image.libraries])
 
 
+class Index:
+    """Every process of a recording's records, whatever spawn id each image carried.
+
+    A process's images may carry two ids: a recorded interpreter's forked
+    child notes its exec under the id its audit library started with, and
+    the program it execs carries the id the recorder gave it. Whether an
+    exec was followed, or a started child has a record, is looked up here.
+    """
+
+    def __init__(self, records: dict[str, list[Image]]) -> None:
+        self.images: dict[tuple[int, str], list[Image]] = {}
+        for images in records.values():
+            for image in images:
+                self.images.setdefault(image.process, []).append(image)
+        self.children: dict[int, list[tuple[int, str]]] = {}
+        for key in sorted(self.images, key=lambda k: self.first(k).ns):
+            self.children.setdefault(self.first(key).ppid, []).append(key)
+
+    def execed(self, key: tuple[int, str], after: int) -> bool:
+        """Whether process ``key`` has a program image that began after ``after`` (ns)."""
+        return any(i.how == "exec" and i.ns >= after for i in self.images.get(key, ()))
+
+    def first(self, key: tuple[int, str]) -> Image:
+        return min(self.images[key], key=lambda i: (i.how != "fork", i.ns))
+
+
 def judge(images: Iterable[Image], *, loader: str, root: tuple[str, int] | None,
-          recorded: set[tuple[int, str]], ended_ns: int | None = None) -> Verdict:
+          recorded: set[tuple[int, str]], ended_ns: int | None = None, index: Index | None = None) -> Verdict:
     """Whether a spawn's processes, as their records show them, could have launched a kernel unseen.
 
     ``loader``: :func:`.native.kind` of the program started; ``root``: how its
     first process is found (``("ppid", pid)`` of the spawner, or ``("pid",
     pid)`` for an exec that replaced it; None: no first process is needed).
     ``recorded`` processes (pid, start) record themselves: their part files
-    speak for them. ``ended_ns``: when the spawn was seen to end.
+    say what they launched and whether they died. ``ended_ns``: when the
+    spawn was seen to end. ``index``: every record of the recording (for a
+    process whose images carry another id); by default only these.
     """
     processes: dict[tuple[int, str], list[Image]] = {}
     for image in images:
         processes.setdefault(image.process, []).append(image)
     for chain in processes.values():
         chain.sort(key=lambda i: (i.how != "fork", i.ns))  # a forked child's life comes before what it execs
+    index = index if index is not None else Index({"": [i for c in processes.values() for i in c]})
     problems: list[str] = []
     libraries: set[str] = set()
     late = False
@@ -151,41 +180,40 @@ def judge(images: Iterable[Image], *, loader: str, root: tuple[str, int] | None,
         if not any(getattr(chain[0], how) == pid for chain in processes.values()):
             problems.append("no audit record: its environment lost LD_AUDIT, the loader refused the audit library, "
                             "or it is not a glibc program")
-    # A shell that system() started is matched to the caller's first unclaimed child that began after the call;
-    # posix_spawn's children are known by their pids.
-    children: dict[int, list[tuple[int, str]]] = {}
-    for key, chain in sorted(processes.items(), key=lambda kv: kv[1][0].ns):
-        children.setdefault(chain[0].ppid, []).append(key)
+    # A shell that system() started is matched to the caller's first child not otherwise accounted for that
+    # began after the call; posix_spawn's children are known by their pids.
     used = {child for chain in processes.values() for image in chain for event in image.events
-            if event.what == "spawn" and (child := _spawned(event, image, children)) is not None}
+            if event.what == "spawn" and (child := _spawned(event, image, index)) is not None}
     for key, chain in sorted(processes.items(), key=lambda kv: kv[1][0].ns):
         late = late or (ended_ns is not None and chain[0].ns > ended_ns)
         for image in chain:
             libraries |= names(image)
-        if key in recorded:
-            continue  # a Python process with the hook: its own part file says what it launched
-        problems += _whole(chain, processes, children, used)
+        problems += _whole(chain, index, used, recorded=key in recorded)
     return Verdict(tuple(problems), frozenset(libraries), late)
 
 
-def _whole(chain: list[Image], processes: dict[tuple[int, str], list[Image]],
-           children: dict[int, list[tuple[int, str]]], used: set[tuple[int, str]]) -> list[str]:
-    """Why one process's record may hide a launch ([] when it cannot)."""
+def _whole(chain: list[Image], index: Index, used: set[tuple[int, str]], recorded: bool) -> list[str]:
+    """Why one process's record may hide a launch ([] when it cannot).
+
+    A ``recorded`` process (a Python interpreter with the hook, or one CUPTI
+    was injected into) speaks for its own launches and its own end in its
+    part file; what it started is still looked for here.
+    """
     first, last = chain[0], chain[-1]
     who = f"process {first.pid} ({os.path.basename(last.exe) or '?'})"
     found = [f"{who}: {image.broken}" for image in chain if image.broken]
     for image in chain:
         drivers = sorted({os.path.basename(lib) for lib in image.libraries if DRIVERS.match(os.path.basename(lib))})
-        if drivers:
+        if drivers and not recorded:
             found.append(f"{who} loaded the GPU driver ({', '.join(drivers)}), and no CUPTI recorder saw it")
         for event in image.events:
             if event.what == "spawn" and event.kind != native.STATIC:
-                if event.kind == native.SETUID or _spawned(event, image, children) is None:
+                if event.kind == native.SETUID or _spawned(event, image, index) is None:
                     found.append(f"{who} started {event.path}, which the audit library did not follow"
                                  f"{_because(event.kind)}")
             elif event.what == "shell" and event.kind != native.STATIC:
-                child = next((k for k in children.get(image.pid, ()) if k not in used
-                              and processes[k][0].how == "exec" and processes[k][0].ns >= event.number), None)
+                child = next((k for k in index.children.get(image.pid, ()) if k not in used
+                              and index.first(k).how == "exec" and index.first(k).ns >= event.number), None)
                 if child is None:
                     found.append(f"{who} ran {event.path}, which the audit library did not follow")
                 else:
@@ -195,16 +223,19 @@ def _whole(chain: list[Image], processes: dict[tuple[int, str], list[Image]],
         pass
     elif final is not None and final.what == "exec" and final.kind == native.STATIC:
         pass  # it became a static program, which cannot load a driver (its children are followed on their own)
+    elif final is not None and final.what == "exec" and index.execed(last.process, final.number) and \
+            final.kind != native.SETUID:
+        pass  # it became a program whose record carries another spawn id: judged with that spawn
     elif final is not None and final.what == "exec":
         found.append(f"{who} ran {final.path}, which the audit library did not follow{_because(final.kind)}")
-    else:
+    elif not recorded:
         found.append(f"{who} did not exit: it was killed, or still ran when the recording ended")
     return found
 
 
-def _spawned(event: Event, image: Image, children: dict[int, list[tuple[int, str]]]) -> tuple[int, str] | None:
+def _spawned(event: Event, image: Image, index: Index) -> tuple[int, str] | None:
     """The process posix_spawn started, by its pid and parent."""
-    return next((k for k in children.get(image.pid, ()) if k[0] == event.number), None)
+    return next((k for k in index.children.get(image.pid, ()) if k[0] == event.number), None)
 
 
 def _because(kind: str) -> str:

@@ -134,6 +134,7 @@ def read_unseen(folder: Path) -> list[Unseen]:
             claims.setdefault(str(data["spawn"]), []).append(data)
     recorded |= spawns.trackers(folder)
     records = audit.read(folder)
+    index = audit.Index(records)
     unseen = []
     for path in sorted(folder.glob("*.spawn")):
         s = _json(path)
@@ -146,7 +147,7 @@ def read_unseen(folder: Path) -> list[Unseen]:
             end = int(end_record["end"]) if end_record is not None else None
             verdict = audit.judge(records.get(str(s["spawn"]), ()), loader=str(s.get("loader", native.UNKNOWN)),
                                   root=(parent, int(s["pid"])), recorded=recorded,
-                                  ended_ns=None if end_record is None else end_record.get("ns"))
+                                  ended_ns=None if end_record is None else end_record.get("ns"), index=index)
             unseen.append(Unseen(str(s["by"]), str(s["exe"]), tuple(map(str, s["argv"])), str(s["scope"]),
                                  str(s["log"]), int(s["at"]), None if verdict.late else end, verdict.problems,
                                  verdict.libraries))
@@ -154,7 +155,7 @@ def read_unseen(folder: Path) -> list[Unseen]:
             raise RecordingError(f"{path}: not a recorder spawn file ({e})") from None
     untagged = records.get(audit.UNTAGGED)
     if untagged:  # processes that lost their spawn id: whatever they did, every test may have seen it
-        verdict = audit.judge(untagged, loader=native.UNKNOWN, root=None, recorded=recorded)
+        verdict = audit.judge(untagged, loader=native.UNKNOWN, root=None, recorded=recorded, index=index)
         unseen.append(Unseen("", "", (), "", "", 0, None, verdict.problems, verdict.libraries))
     return unseen
 

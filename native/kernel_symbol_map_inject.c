@@ -287,6 +287,14 @@ int InitializeInjection(void) {
     const char *where = getenv(FOLDER_VARIABLE);
     if (where == NULL || where[0] != '/' || strlen(where) >= sizeof folder - 80)
         return 1; /* not recording */
+    /* libcupti already here: another CUPTI client (a recorded interpreter's cupti-python, a profiler) has the
+     * process, and CUPTI takes one. This one steps aside; the audit library still says the driver was loaded. */
+    const char *mine = getenv(CUPTI_VARIABLE);
+    const char *loaded[] = {mine, "libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+    for (size_t i = 0; i < sizeof loaded / sizeof loaded[0]; i++) {
+        if (loaded[i] != NULL && loaded[i][0] != '\0' && dlopen(loaded[i], RTLD_NOW | RTLD_NOLOAD) != NULL)
+            return 1;
+    }
     snprintf(folder, sizeof folder, "%s", where);
     const char *given = getenv(SCOPE_VARIABLE);
     snprintf(scope, sizeof scope, "%s", given != NULL ? given : "");

@@ -33,6 +33,8 @@ DEVICE_DEPS = ("tests/test_devicedeps.py::test_a_comma_list_of_architectures_is_
                "tests/test_devicedeps.py::test_a_clang_offload_compile_with_no_architecture_named_is_preprocessed",
                "tests/test_devicedeps.py::test_hipcc_is_clang_whatever_the_source_is_called")
 BUILD_INPUTS = "tests/test_build_inputs.py"
+AUDIT = "tests/test_audit_records.py"  # native children judged by the audit library's records
+NATIVE = "tests/test_native_children.py"
 DIGESTS = "tests/test_digests.py"  # issue 27: digests of real nvcc and clang output
 EMITTED = "tests/test_emitted.py"  # issue 27: output mode's decisions
 PER_FILE = "tests/test_per_file.py"  # issue 28: each changed file on its own, Python coverage per test
@@ -800,6 +802,51 @@ MUTANTS = [
     Mutant("30.N1", "a pattern is not looked for inside demangled names", "consumer/names.py",
            "        if any(pattern in t for t in texts):", "        if False:",
            ("tests/test_names.py::test_a_pattern_that_is_no_regex_is_a_substring",)),
+    # native children judged by what they loaded (the audit library, the CUPTI injection)
+    Mutant("38.A1", "a process that never wrote its end counts as whole", "recorder/audit.py",
+           "    if last.ended:\n", "    if True:\n", (AUDIT,)),
+    Mutant("38.A2", "an exec of any program ends a record whole, not only a static one", "recorder/audit.py",
+           "final.what == \"exec\" and final.kind == native.STATIC:", "final.what == \"exec\":", (AUDIT,)),
+    Mutant("38.A3", "a loaded driver is not noticed", "recorder/audit.py",
+           "        if drivers and not recorded:", "        if False:", (AUDIT, NATIVE)),
+    Mutant("38.A4", "a dynamic spawn with no record of its own is taken as followed", "recorder/audit.py",
+           "    elif root is not None and loader != native.STATIC:", "    elif False:", (AUDIT,)),
+    Mutant("38.A5", "a setuid program is taken as followed", "recorder/audit.py",
+           "    if loader == native.SETUID:", "    if False:", (AUDIT,)),
+    Mutant("38.A6", "a posix_spawn child is taken as followed without its record", "recorder/audit.py",
+           "                if event.kind == native.SETUID or _spawned(event, image, index) is None:",
+           "                if event.kind == native.SETUID:", (AUDIT,)),
+    Mutant("38.A7", "a system() shell is matched to a child that began before the call", "recorder/audit.py",
+           "and index.first(k).ns >= event.number), None)", "), None)", (AUDIT,)),
+    Mutant("38.A8", "a recorded process's chain is skipped whole, what it started included", "recorder/audit.py",
+           "        problems += _whole(chain, index, used, recorded=key in recorded)",
+           "        problems += [] if key in recorded else _whole(chain, index, used, recorded=False)", (AUDIT, NATIVE)),
+    Mutant("38.A9", "a line cut by a kill still counts its end", "recorder/audit.py",
+           "    if cut:\n        image.ended = False", "    if False:\n        image.ended = False", (AUDIT,)),
+    Mutant("38.A10", "an exec followed under another spawn id is trusted even when it began before the exec",
+           "recorder/audit.py", 'return any(i.how == "exec" and i.ns >= after for i in self.images.get(key, ()))',
+           'return any(i.how == "exec" for i in self.images.get(key, ()))', (AUDIT,)),
+    Mutant("38.K1", "an ELF file cut short reads as static", "recorder/native.py",
+           "        raise RecordingError(\"program headers cut short\")", "        return False", (AUDIT,)),
+    Mutant("38.K2", "a setuid executable reads as dynamic", "recorder/native.py",
+           "        if st.st_mode & (stat.S_ISUID | stat.S_ISGID) or _capabilities(path):", "        if False:",
+           (AUDIT, NATIVE)),
+    Mutant("38.P1", "a judged spawn's problems are dropped", "recorder/parts.py",
+           "            if u.problems:\n                own[t].append(u.why())",
+           "            if False:\n                own[t].append(u.why())", (NATIVE,)),
+    Mutant("38.P2", "a spawn one of whose processes began after its end keeps that end", "recorder/parts.py",
+           "None if verdict.late else end", "end", (AUDIT, NATIVE)),
+    Mutant("38.P3", "records that lost their spawn id are not judged", "recorder/parts.py",
+           "    if untagged:  # processes that lost", "    if False:  # processes that lost", (AUDIT, NATIVE)),
+    Mutant("38.P4", "a spawn the audit library never carried into is judged by no record at all",
+           "recorder/spawns.py", "        audited(target)  # a native child is followed", "        pass  # a native",
+           (NATIVE,)),
+    Mutant("38.P5", "a recorded interpreter keeps the injection (two CUPTI clients)", "recorder/process.py",
+           "            os.environ.pop(native.DRIVER_VARIABLE)", "            pass", (NATIVE,)),
+    Mutant("38.P6", "a child in another folder writes its records to a relative parts folder",
+           "recorder/pytest_plugin.py", "dir=out.resolve()))", "dir=out))", (NATIVE,)),
+    Mutant("38.L1", "a test's libraries are not noted at its end", "recorder/pytest_plugin.py",
+           "                self.recorder.note_libraries(item.nodeid)", "                pass", (NATIVE,)),
 ]
 
 

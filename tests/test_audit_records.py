@@ -17,7 +17,7 @@ import pytest
 
 from kernel_symbol_map.consumer.recordings import read
 from kernel_symbol_map.errors import RecordingError
-from kernel_symbol_map.recorder import audit, native
+from kernel_symbol_map.recorder import audit, native, parts
 
 BY = 100  # the recorded process that started the spawn
 
@@ -138,6 +138,43 @@ def test_a_recorded_process_speaks_for_itself_and_a_late_one_reopens_the_spawn(t
     assert _judge(tmp_path, recorded=frozenset({(200, "78")})).problems != ()  # another process with that pid
     assert not _judge(tmp_path, ended_ns=5).late
     assert _judge(tmp_path, ended_ns=0).late  # it began after the spawn was seen to end
+
+
+def test_what_a_recorded_process_started_is_still_looked_for(tmp_path: Path) -> None:
+    """Its part file speaks for its own launches and its end, not for a child it started below the recorder."""
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "lib\t/opt/libcuda.so.1",
+           "spawn\tsetuid\t201\t/bin/su")
+    problems = "; ".join(_judge(tmp_path, recorded=frozenset({(200, "77")})).problems)
+    assert "started /bin/su" in problems and "loaded the GPU driver" not in problems and "did not exit" not in problems
+
+
+def _spawn(folder: Path, spawn: str, ended: dict[str, int] | None) -> None:
+    (folder / f"{spawn}.spawn").write_text(json.dumps(
+        {"spawn": spawn, "by": "100-x", "pid": BY, "exe": "/bin/prog", "argv": ["prog"], "replaces": False,
+         "loader": native.DYNAMIC, "scope": "scope::", "log": "", "at": 0}))
+    if ended is not None:
+        (folder / f"{spawn}.ended").write_text(json.dumps(ended))
+
+
+def test_a_process_that_began_after_its_spawn_was_seen_to_end_reopens_it(tmp_path: Path) -> None:
+    """A spawn's id left in an environment (os.system's, kept by the recorder's own process) reaches a process
+    started later: what it did is not the spawn's window's alone."""
+    _spawn(tmp_path, "s", {"end": 3, "ns": 50})
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "end")
+    _write(tmp_path, "s.300.90.audit", _begin("exec", 300, 1, 90), "lib\t/opt/libcuda.so.1", "end")
+    (unseen,) = parts.read_unseen(tmp_path)
+    assert unseen.problems and unseen.end is None
+    (tmp_path / "s.300.90.audit").unlink()
+    (unseen,) = parts.read_unseen(tmp_path)
+    assert not unseen.problems and unseen.end == 3
+
+
+def test_records_that_carry_no_spawn_id_are_judged_for_every_test(tmp_path: Path) -> None:
+    _write(tmp_path, "-.300.1.audit", _begin("exec", 300, 1, 1, "/opt/app"), "lib\t/opt/libcuda.so.1", "end")
+    (unseen,) = parts.read_unseen(tmp_path)
+    assert "a process that carried no spawn id" in unseen.why() and "(app) loaded the GPU driver" in unseen.why()
+    records = parts.test_records(tmp_path, ["t1", "t2"], "c")
+    assert all(not r["complete"] and "loaded the GPU driver" in r["reason"] for r in records), records
 
 
 def test_native_kind_reads_static_only_from_a_whole_elf_file(tmp_path: Path) -> None:

@@ -30,6 +30,10 @@ import os, subprocess, sys
 P = {programs!r}
 
 
+def test_loads_in_process():
+    import _testbuffer  # noqa: F401 - an extension module nothing else here loads
+
+
 def test_ldconfig():
     subprocess.run(["/sbin/ldconfig", "-p"], check=True, stdout=subprocess.DEVNULL)
 
@@ -63,16 +67,42 @@ def test_exit_through_underscore_exit():
     subprocess.run([P["exit_true"]], check=True)
 
 
+# Another tool's CUPTI injection (a profiler's) is left alone: the driver is loaded with no recorder in it.
+OTHER = dict(os.environ, CUDA_INJECTION64_PATH="/opt/other-profiler/injection.so")
+
+
 def test_driver():
-    subprocess.run([P["load_driver"], P["driver"]], check=True)
+    subprocess.run([P["load_driver"], P["driver"]], check=True, env=OTHER)
 
 
 def test_driver_in_a_shell():
-    subprocess.run(["sh", "-c", P["load_driver"] + " " + P["driver"]], check=True)
+    subprocess.run(["sh", "-c", P["load_driver"] + " " + P["driver"]], check=True, env=OTHER)
+
+
+def test_injected():
+    subprocess.run([P["load_driver"], P["driver"], "_Z6nativev", "_Z7native2v"], check=True)
+
+
+def test_injected_in_a_shell():
+    subprocess.run(["sh", "-c", P["load_driver"] + " " + P["driver"] + " _Z5shellv"], check=True)
+
+
+def test_another_cupti_client():
+    # A process with CUPTI loaded already (its own profiler): the injection steps aside, CUPTI takes one client.
+    cupti = os.environ.get("KERNEL_SYMBOL_MAP_CUPTI", "")
+    subprocess.run([P["load_driver"], P["driver"], "_Z5otherv"], check=True, env=dict(os.environ, LD_PRELOAD=cupti))
+
+
+def test_python_child_drops_the_injection():
+    inner = "import os; print(os.environ.get('CUDA_INJECTION64_PATH'))"
+    outer = f"import os, subprocess, sys; print(os.environ.get('CUDA_INJECTION64_PATH')); " \\
+            f"subprocess.run([sys.executable, '-S', '-c', {{inner!r}}], check=True)"
+    seen = subprocess.run([sys.executable, "-c", outer], capture_output=True, text=True, check=True).stdout.split()
+    assert seen == ["None", P["injection"]], seen  # the recorded one records itself; its child gets it again
 
 
 def test_cleared_environment():
-    subprocess.run([P["clean_exec"], P["load_driver"], P["driver"]], check=True)
+    subprocess.run([P["clean_exec"], P["load_driver"], P["driver"], "_Z7clearedv"], check=True)
 
 
 def test_killed():
@@ -93,27 +123,36 @@ def cases(tmp_path_factory: pytest.TempPathFactory, native_programs: Programs) -
     return _run(tmp_path_factory.mktemp("native-cases"), native_programs)
 
 
-def _run(where: Path, programs: Programs, **env: str) -> dict[str, dict[str, Any]]:
+def _run(where: Path, programs: Programs, *select: str, **env: str) -> dict[str, dict[str, Any]]:
+    """CASES under the plugin, the tests' own process recording through the stand-in ``cupti`` package and a
+    native child's injection through the stand-in libcupti (where CUPTI's header was there to build it)."""
+    from test_recorder_processes import FAKE_CUPTI
+
+    (where / "cupti" / "cupti").mkdir(parents=True)
+    (where / "cupti" / "cupti" / "__init__.py").write_text("")
+    (where / "cupti" / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
+    env = {"PYTHONPATH": str(where / "cupti"), "FAKE_CUDA_DRIVER": str(programs.driver),
+           **({"KERNEL_SYMBOL_MAP_CUPTI": str(programs.cupti)} if programs.cupti else {}), **env}
     setuid = where / "setuid_true"
     shutil.copy(programs.exit_true, setuid)
     setuid.chmod(0o4755)
     paths = {"static_true": str(programs.static_true), "exit_true": str(programs.exit_true),
              "load_driver": str(programs.load_driver), "driver": str(programs.driver),
-             "clean_exec": str(programs.clean_exec), "killed": str(programs.killed), "setuid_true": str(setuid)}
+             "clean_exec": str(programs.clean_exec), "killed": str(programs.killed), "setuid_true": str(setuid),
+             "injection": str(native.injection_library())}
     (where / "test_cases.py").write_text(CASES.format(programs=paths))
     out = where / "rec"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(where),
                            "test_cases.py", "--kernel-record", str(out), "--kernel-record-commit", COMMIT,
-                           "--kernel-record-python", "off"],
+                           "--kernel-record-python", "off", *select],
                           cwd=where, capture_output=True, text=True, check=False, env=dict(os.environ, **env))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = map(json.loads, (out / "pytest.jsonl").read_text().splitlines())
     return {r["test"].split("::")[-1]: r for r in records}
 
 
-# CUPTI cannot start here, nor in CI: every record says so. What a case adds is what the tests look at.
 def _own(rec: dict[str, Any]) -> str:
-    return "; ".join(r for r in rec["reason"].split("; ") if "CUPTI could not start" not in r)
+    return rec["reason"]
 
 
 @pytest.mark.parametrize("test", ["test_ldconfig", "test_find_library", "test_gxx", "test_static",
@@ -128,8 +167,11 @@ def test_records_list_what_each_tests_native_children_loaded(cases: dict[str, di
     assert {"cc1plus", "collect2", "libgmp.so.10"} <= set(cases["test_gxx"]["libraries"])
     assert "cc1plus" not in cases["test_static"]["libraries"]  # a waited-for child goes to its own test only
     assert {"load_driver", "libcuda.so.1"} <= set(cases["test_driver"]["libraries"])
-    # This process's own images are there too, as at the test's end.
+    # This process's own images are there too, as at the test's end: what it had loaded by then.
     assert os.path.basename(os.path.realpath(sys.executable)) in cases["test_after"]["libraries"]
+    extension = next(n for n in cases["test_loads_in_process"]["libraries"] if n.startswith("_testbuffer."))
+    assert extension in cases["test_after"]["libraries"]  # loaded is loaded: later tests could call it
+    assert extension not in cases["test_ldconfig"]["libraries"]  # an earlier test could not
 
 
 @pytest.mark.parametrize(("test", "why"), [
@@ -147,6 +189,43 @@ def test_a_native_child_that_may_have_launched_unseen_keeps_its_test_incomplete(
     assert why.format(load_driver=native_programs.load_driver) in reason, reason
     # Each was seen to end within its own test: the next one keeps its record.
     assert _own(cases["test_after"]) == ""
+
+
+needs_injection = pytest.mark.skipif(native.injection_library() is None,
+                                     reason="the CUPTI injection library is not installed (no CUDA headers at build)")
+
+
+@needs_injection
+def test_a_native_cuda_child_records_its_own_kernels_through_the_injection(
+        cases: dict[str, dict[str, Any]], native_programs: Programs) -> None:
+    if native_programs.cupti is None:
+        pytest.skip("no CUPTI header to build the stand-in libcupti with")
+    assert cases["test_injected"]["complete"], cases["test_injected"]
+    assert cases["test_injected"]["kernels"] == ["_Z6nativev", "_Z7native2v"]
+    assert cases["test_injected_in_a_shell"]["complete"] and cases["test_injected_in_a_shell"]["kernels"] == \
+        ["_Z5shellv"], cases["test_injected_in_a_shell"]
+    assert "libcuda.so.1" in cases["test_injected"]["libraries"]
+    other = cases["test_another_cupti_client"]
+    assert not other["complete"] and "(load_driver) loaded the GPU driver" in other["reason"], other
+    # An injection only where the recorder's environment reached: no LD_AUDIT, no CUDA_INJECTION64_PATH either.
+    assert "_Z7clearedv" not in cases["test_cleared_environment"]["kernels"]
+    for test in ("test_killed", "test_after"):
+        assert cases[test]["kernels"] == [], cases[test]
+
+
+@needs_injection
+@pytest.mark.parametrize(("env", "why"), [
+    ({"KERNEL_SYMBOL_MAP_INJECTION": "off"}, "(load_driver) loaded the GPU driver (libcuda.so.1), and no CUPTI"),
+    ({"KERNEL_SYMBOL_MAP_CUPTI": "libm.so.6"}, "CUPTI could not start: libcupti lacks the Activity API"),
+    ({"FAKE_CUPTI_DROPPED": "2"}, "CUPTI dropped 2 activity records"),
+])
+def test_a_native_cuda_child_the_injection_could_not_record_keeps_its_test_incomplete(
+        tmp_path: Path, native_programs: Programs, env: dict[str, str], why: str) -> None:
+    if native_programs.cupti is None:
+        pytest.skip("no CUPTI header to build the stand-in libcupti with")
+    cases = _run(tmp_path, native_programs, "-k", "injected or after", **env)
+    for test in ("test_injected", "test_injected_in_a_shell"):
+        assert not cases[test]["complete"] and why in cases[test]["reason"], cases[test]
 
 
 def test_an_audit_library_the_loader_refuses_leaves_the_test_incomplete(

@@ -8,8 +8,17 @@ package ships (``LD_AUDIT``, ``native/kernel_symbol_map_audit.c``): it
 writes which libraries each process image loaded, and how it ended; see
 :mod:`.audit` for how those records are read.
 
-``KERNEL_SYMBOL_MAP_AUDIT`` names another audit library, or ``off`` turns
-it off: native children are then judged as unseen, as without it.
+A native process that does load a driver records its own kernels through
+the CUPTI injection library this package ships
+(``CUDA_INJECTION64_PATH``, ``native/kernel_symbol_map_inject.c``): the
+CUDA driver loads it when the process initialises CUDA, and it writes the
+part file a recorded interpreter writes. libcupti comes from
+``KERNEL_SYMBOL_MAP_CUPTI``, else from ``cupti-python``'s
+``nvidia-cuda-cupti``, else the loader's search path.
+
+``KERNEL_SYMBOL_MAP_AUDIT`` and ``KERNEL_SYMBOL_MAP_INJECTION`` name
+another library, or ``off`` turns one off: native children are then judged
+as unseen (no audit), or a native CUDA child is (no injection).
 """
 
 from __future__ import annotations
@@ -27,6 +36,10 @@ from ..errors import RecordingError
 AUDIT_VARIABLE = "KERNEL_SYMBOL_MAP_AUDIT"  # another audit library's path, or "off"
 LOADER_VARIABLE = "LD_AUDIT"
 LIBRARY = "libkernel_symbol_map_audit.so"
+INJECTION_VARIABLE = "KERNEL_SYMBOL_MAP_INJECTION"  # another injection library's path, or "off"
+DRIVER_VARIABLE = "CUDA_INJECTION64_PATH"  # what the CUDA driver loads at cuInit
+INJECTION = "libkernel_symbol_map_inject.so"
+CUPTI_VARIABLE = "KERNEL_SYMBOL_MAP_CUPTI"  # the libcupti the injection opens
 
 # What a process start will run: only STATIC is taken on trust (it cannot load a driver).
 STATIC, DYNAMIC, SETUID, SCRIPT, UNKNOWN = "static", "dynamic", "setuid", "script", "unknown"
@@ -43,24 +56,42 @@ _MAX_PROGRAM_HEADERS = 4096
 
 def audit_library() -> str | None:
     """The audit library to put in a child's ``LD_AUDIT``; None where there is none (or it is turned off)."""
-    chosen = os.environ.get(AUDIT_VARIABLE, "")
+    return _chosen(AUDIT_VARIABLE, LIBRARY)
+
+
+def injection_library() -> str | None:
+    """The CUPTI injection library to put in a child's ``CUDA_INJECTION64_PATH``; None where there is none."""
+    return _chosen(INJECTION_VARIABLE, INJECTION)
+
+
+def _chosen(variable: str, name: str) -> str | None:
+    chosen = os.environ.get(variable, "")
     if chosen.strip().lower() == "off":
         return None
     if chosen:
-        return chosen  # taken as it is: a library the loader refuses leaves the child unaudited, and it says so
-    return _installed()
+        return chosen  # taken as it is: a library that cannot be loaded leaves the child unseen, and it says so
+    return _installed(name)
 
 
 @lru_cache(maxsize=None)
-def _installed() -> str | None:
+def _installed(name: str) -> str | None:
     if not sys.platform.startswith("linux"):
         return None
     here = Path(__file__).resolve().parents[1]
     # An editable install keeps the Python files in the checkout and what CMake built in site-packages.
     for folder in [here, *(Path(entry) / "kernel_symbol_map" for entry in sys.path if entry)]:
-        candidate = folder / "lib" / LIBRARY
+        candidate = folder / "lib" / name
         if candidate.is_file():
             return str(candidate)
+    return None
+
+
+@lru_cache(maxsize=None)
+def cupti_library() -> str | None:
+    """libcupti as ``cupti-python`` has it (NVIDIA's ``nvidia-cuda-cupti``: ``nvidia/cu*/lib``); None if absent."""
+    for entry in sys.path:
+        for found in sorted(Path(entry or ".").glob("nvidia/cu*/lib/libcupti.so*"), reverse=True):
+            return str(found)
     return None
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import _atomic
-from . import libraries, spawns, timeline, tree
+from . import libraries, native, spawns, timeline, tree
 from .pycoverage import ROOT_VARIABLE, PythonCoverage
 from .hook import FOLDER_VARIABLE, SCOPE_VARIABLE, SPAWN_VARIABLE, TESTS_VARIABLE
 
@@ -113,6 +113,11 @@ class ProcessRecorder:
             self._release = self.subreaper and not already
         if self.log is not None and self.follows_log:
             self.window = (timeline.position(self.log), -1)
+        injection = native.injection_library()
+        if injection is not None and os.environ.get(native.DRIVER_VARIABLE) == injection:
+            # This interpreter records its kernels itself: the driver must not inject a second CUPTI client here
+            # (CUPTI takes one); its children get the injection again.
+            os.environ.pop(native.DRIVER_VARIABLE)
         exes, by_multiprocessing = spawns.identity()
         (self.folder / f"{self.token}.started").write_text(json.dumps({
             "pid": os.getpid(), "ppid": os.getppid(), "start": spawns.started(os.getpid()),

@@ -125,10 +125,21 @@ def write(folder: Path, spawn: str, by: str, pid: int, exe: str, argv: list[str]
 
 
 def audited(env: MutableMapping[str, str]) -> None:
-    """Put the audit library in ``env``'s ``LD_AUDIT`` (where there is one): a native child is followed."""
+    """Put the audit library in ``env``'s ``LD_AUDIT`` (a native child is followed) and the CUPTI injection in its
+    ``CUDA_INJECTION64_PATH`` (a native CUDA child records its kernels), where they are installed.
+
+    An injection the environment names already (a profiler's) is left alone: a child that loads the driver
+    then stays unseen, and says so.
+    """
     library = native.audit_library()
     if library is not None:
         env[native.LOADER_VARIABLE] = native.with_audit(env.get(native.LOADER_VARIABLE), library)
+    injection = native.injection_library()
+    if injection is not None and not env.get(native.DRIVER_VARIABLE):
+        env[native.DRIVER_VARIABLE] = injection
+        cupti = native.cupti_library()
+        if cupti is not None and not env.get(native.CUPTI_VARIABLE):
+            env[native.CUPTI_VARIABLE] = cupti
 
 
 def expect_command(folder: Path, argv: list[str], env: dict[str, str], scope: str) -> None:

@@ -30,10 +30,6 @@ import os, subprocess, sys
 P = {programs!r}
 
 
-def test_loads_in_process():
-    import _testbuffer  # noqa: F401 - an extension module nothing else here loads
-
-
 def test_ldconfig():
     subprocess.run(["/sbin/ldconfig", "-p"], check=True, stdout=subprocess.DEVNULL)
 
@@ -111,6 +107,10 @@ def test_killed():
 
 def test_setuid():
     subprocess.run([P["setuid_true"]], check=True)
+
+
+def test_loads_in_process():
+    import _testbuffer  # noqa: F401 - an extension module nothing else here loads
 
 
 def test_after():
@@ -287,3 +287,28 @@ def test_a_torch_suite_that_compiles_with_inductor_records_every_test_complete(
         assert "libtorch_cpu.so" in rec["libraries"], (test, rec["libraries"][:20])
     assert {"cc1plus", "openssl"} <= set(records["test_inductor"]["libraries"])
     assert "cc1plus" not in records["test_eager"]["libraries"]
+
+
+@needs_injection
+def test_record_of_a_native_cuda_program_is_complete_with_its_kernels(tmp_path: Path,
+                                                                    native_programs: Programs) -> None:
+    """`record -- ./cuda_test_binary`: the step's command itself is native; the injection records it."""
+    if native_programs.cupti is None:
+        pytest.skip("no CUPTI header to build the stand-in libcupti with")
+
+    def step(*command: str, **env: str) -> dict[str, Any]:
+        proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "record", "--step", "s", "--out", "rec",
+                               "--commit", COMMIT, "--", *command], cwd=tmp_path, capture_output=True, text=True,
+                              check=False, env=dict(os.environ, KERNEL_SYMBOL_MAP_CUPTI=str(native_programs.cupti),
+                                                    **env))
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        return json.loads((tmp_path / "rec" / "s.jsonl").read_text())
+
+    rec = step(str(native_programs.load_driver), str(native_programs.driver), "_Z4stepv")
+    assert rec["complete"] and rec["kernels"] == ["_Z4stepv"] and rec["processes"] == 1, rec
+    assert {"load_driver", "libcuda.so.1"} <= set(rec["libraries"])
+    rec = step(str(native_programs.load_driver), str(native_programs.driver), "_Z4stepv",
+               KERNEL_SYMBOL_MAP_INJECTION="off")
+    assert not rec["complete"] and "(load_driver) loaded the GPU driver" in rec["reason"], rec
+    rec = step("sh", "-c", "true")  # a shell that ran only what the audit library followed
+    assert rec["complete"] and rec["processes"] == 0 and "dash" in rec["libraries"], rec

@@ -95,15 +95,20 @@ def test_a_crashed_child_makes_the_recording_incomplete(tmp_path: Path) -> None:
     assert "died before writing its part file" in rec["reason"] and not rec["complete"]
 
 
-def test_a_command_with_no_python_process_is_never_complete(tmp_path: Path) -> None:
-    """A C++ test binary launches kernels no hook sees: its step must not read as complete and empty."""
-    proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "record", "--step", "cpp", "--out",
-                           str(tmp_path / "rec"), "--commit", "c1", "--", "true"],
-                          capture_output=True, text=True, check=False)
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr
-    rec = json.loads((tmp_path / "rec" / "cpp.jsonl").read_text())
-    assert not rec["complete"] and rec["processes"] == 0
-    assert "no Python process was recorded" in rec["reason"]
+def test_a_native_command_is_complete_only_when_the_audit_library_followed_it(tmp_path: Path) -> None:
+    """`record -- true`: a native command that loaded no GPU driver and exited could not launch a kernel; without
+    the audit library (turned off here) nothing says so, and the step must not read as complete and empty."""
+    def step(**env: str) -> dict[str, Any]:
+        proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "record", "--step", "cpp", "--out",
+                               str(tmp_path / "rec"), "--commit", "c1", "--", "true"],
+                              capture_output=True, text=True, check=False, env=dict(os.environ, **env))
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr
+        return json.loads((tmp_path / "rec" / "cpp.jsonl").read_text())
+
+    rec = step()
+    assert rec["complete"] and rec["processes"] == 0 and "true" in rec["libraries"], rec
+    rec = step(KERNEL_SYMBOL_MAP_AUDIT="off")
+    assert not rec["complete"] and rec["processes"] == 0 and "no audit record" in rec["reason"], rec
 
 
 def test_the_commands_exit_status_is_kept_and_a_failed_step_is_not_complete(tmp_path: Path) -> None:

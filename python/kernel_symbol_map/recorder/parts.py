@@ -183,13 +183,13 @@ def _alive(started: Path) -> bool:
     return True
 
 
-def _problems(parts: list[Part], died: list[str], interrupted: str) -> list[str]:
+def _problems(parts: list[Part], died: list[str], interrupted: str, unseen: list[Unseen] | None = None) -> list[str]:
     found = [f"process {p.token}: {p.reason}" for p in parts if not p.complete]
     found += [f"process {token} died before writing its part file" for token in died]
     if interrupted:
         found.append(interrupted)
-    if not parts and not died:
-        found.append("no Python process was recorded")
+    if not parts and not died and not unseen:  # not even the command was followed: nothing was observed
+        found.append("no process was recorded")
     return found
 
 
@@ -203,7 +203,7 @@ def step_record(folder: Path, step: str, commit: str, interrupted: str = "") -> 
     wait_for_stragglers(folder)
     parts, died = read_parts(folder)
     unseen = read_unseen(folder)
-    problems = _problems(parts, died, interrupted) + [u.why() for u in unseen if u.problems]
+    problems = _problems(parts, died, interrupted, unseen) + [u.why() for u in unseen if u.problems]
     kernels = sorted({k for p in parts for names in p.kernels.values() for k in names})
     record = {"test": step, "kernels": kernels, "complete": not problems, "commit": commit,
               "reason": "; ".join(problems), "processes": len(parts) + len(died)}

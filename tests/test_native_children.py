@@ -126,12 +126,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory, native_programs: Programs) -
 def _run(where: Path, programs: Programs, *select: str, **env: str) -> dict[str, dict[str, Any]]:
     """CASES under the plugin, the tests' own process recording through the stand-in ``cupti`` package and a
     native child's injection through the stand-in libcupti (where CUPTI's header was there to build it)."""
-    from test_recorder_processes import FAKE_CUPTI
-
-    (where / "cupti" / "cupti").mkdir(parents=True)
-    (where / "cupti" / "cupti" / "__init__.py").write_text("")
-    (where / "cupti" / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
-    env = {"PYTHONPATH": str(where / "cupti"), "FAKE_CUDA_DRIVER": str(programs.driver),
+    env = {"PYTHONPATH": str(_cupti_package(where)), "FAKE_CUDA_DRIVER": str(programs.driver),
            **({"KERNEL_SYMBOL_MAP_CUPTI": str(programs.cupti)} if programs.cupti else {}), **env}
     setuid = where / "setuid_true"
     shutil.copy(programs.exit_true, setuid)
@@ -151,8 +146,14 @@ def _run(where: Path, programs: Programs, *select: str, **env: str) -> dict[str,
     return {r["test"].split("::")[-1]: r for r in records}
 
 
-def _own(rec: dict[str, Any]) -> str:
-    return rec["reason"]
+def _cupti_package(where: Path) -> Path:
+    """The stand-in ``cupti`` package (tests/test_recorder_processes.py) in ``where/cupti``: its PYTHONPATH entry."""
+    from test_recorder_processes import FAKE_CUPTI
+
+    (where / "cupti" / "cupti").mkdir(parents=True)
+    (where / "cupti" / "cupti" / "__init__.py").write_text("")
+    (where / "cupti" / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
+    return where / "cupti"
 
 
 @pytest.mark.parametrize("test", ["test_ldconfig", "test_find_library", "test_gxx", "test_static",
@@ -160,7 +161,7 @@ def _own(rec: dict[str, Any]) -> str:
                                   "test_shell_runs_static", "test_exit_through_underscore_exit", "test_after"])
 def test_a_native_child_that_loaded_no_driver_leaves_its_test_complete(cases: dict[str, dict[str, Any]],
                                                                       test: str) -> None:
-    assert _own(cases[test]) == "", cases[test]
+    assert cases[test]["reason"] == "", cases[test]
 
 
 def test_records_list_what_each_tests_native_children_loaded(cases: dict[str, dict[str, Any]]) -> None:
@@ -184,11 +185,11 @@ def test_records_list_what_each_tests_native_children_loaded(cases: dict[str, di
 ])
 def test_a_native_child_that_may_have_launched_unseen_keeps_its_test_incomplete(
         cases: dict[str, dict[str, Any]], native_programs: Programs, test: str, why: str) -> None:
-    reason = _own(cases[test])
+    reason = cases[test]["reason"]
     assert not cases[test]["complete"] and "which no recorder saw" in reason, cases[test]
     assert why.format(load_driver=native_programs.load_driver) in reason, reason
     # Each was seen to end within its own test: the next one keeps its record.
-    assert _own(cases["test_after"]) == ""
+    assert cases["test_after"]["reason"] == ""
 
 
 needs_injection = pytest.mark.skipif(native.injection_library() is None,
@@ -234,8 +235,8 @@ def test_an_audit_library_the_loader_refuses_leaves_the_test_incomplete(
     bad.write_bytes(b"\x7fELF garbage")
     cases = _run(tmp_path, native_programs, KERNEL_SYMBOL_MAP_AUDIT=str(bad))
     for test in ("test_gxx", "test_exit_through_underscore_exit", "test_driver"):
-        assert "no audit record" in _own(cases[test]), cases[test]
-    assert _own(cases["test_static"]) == ""  # a static program needs no audit library
+        assert "no audit record" in cases[test]["reason"], cases[test]
+    assert cases["test_static"]["reason"] == ""  # a static program needs no audit library
 
 
 TORCH_CASES = '''
@@ -266,13 +267,8 @@ def test_a_torch_suite_that_compiles_with_inductor_records_every_test_complete(
     """`import torch` (ldconfig), torch.compile with inductor on CPU (g++, openssl), from a cold cache, under the
     stand-in CUPTI: nothing launched a kernel unseen, so every record is complete."""
     pytest.importorskip("torch", reason="torch is not installed (scripts/setup installs torch==2.13.0, CPU)")
-    from test_recorder_processes import FAKE_CUPTI
-
-    (tmp_path / "cupti" / "cupti").mkdir(parents=True)
-    (tmp_path / "cupti" / "cupti" / "__init__.py").write_text("")
-    (tmp_path / "cupti" / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
     (tmp_path / "test_torch_cases.py").write_text(TORCH_CASES)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path / "cupti"), FAKE_CUDA_DRIVER=str(native_programs.driver),
+    env = dict(os.environ, PYTHONPATH=str(_cupti_package(tmp_path)), FAKE_CUDA_DRIVER=str(native_programs.driver),
                TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor-cache"))
     out = tmp_path / "rec"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),

@@ -95,6 +95,11 @@ def test_a_crashed_child_makes_the_recording_incomplete(tmp_path: Path) -> None:
     assert "died before writing its part file" in rec["reason"] and not rec["complete"]
 
 
+def test_a_step_of_which_nothing_was_recorded_or_expected_is_never_complete(tmp_path: Path) -> None:
+    rec = parts.step_record(tmp_path, "step", "c1")
+    assert not rec["complete"] and rec["reason"] == "no process was recorded", rec
+
+
 def test_a_native_command_is_complete_only_when_the_audit_library_followed_it(tmp_path: Path) -> None:
     """`record -- true`: a native command that loaded no GPU driver and exited could not launch a kernel; without
     the audit library (turned off here) nothing says so, and the step must not read as complete and empty."""

@@ -229,14 +229,12 @@ def test_records(folder: Path, tests: list[str], commit: str, interrupted: str =
     parts, died = read_parts(folder)
     problems = _problems(parts, died, interrupted)
     found: dict[str, set[str]] = {t: set() for t in tests}
+    loaded: dict[str, set[str]] = {t: set() for t in tests}  # what their processes had loaded (see .libraries)
     for part in parts:
         lived = _begun(*part.window) if part.window is not None else []
         for scope, names in part.kernels.items():
             for t in set(_targets(scope, tests, found)) | {t for t in lived if t in found}:
                 found[t].update(names)
-    loaded: dict[str, set[str]] = {t: set() for t in tests}
-    for part in parts:
-        lived = _begun(*part.window) if part.window is not None else []
         for scope, names in (part.libraries or {}).items():
             for t in set(_targets(scope, tests, found)) | {t for t in lived if t in loaded}:
                 loaded[t].update(names)

@@ -227,6 +227,7 @@ def test_a_native_cuda_child_the_injection_could_not_record_keeps_its_test_incom
     cases = _run(tmp_path, native_programs, "-k", "injected or after", **env)
     for test in ("test_injected", "test_injected_in_a_shell"):
         assert not cases[test]["complete"] and why in cases[test]["reason"], cases[test]
+        assert str(native_programs.load_driver) in cases[test]["reason"], cases[test]  # the program is named
 
 
 def test_an_audit_library_the_loader_refuses_leaves_the_test_incomplete(

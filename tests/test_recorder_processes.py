@@ -100,12 +100,15 @@ def launch(name):
 
 def _fake_cupti(where: Path, programs: Programs) -> dict[str, str]:
     """The stand-in ``cupti`` package in ``where``: the environment that puts it first on PYTHONPATH, and names
-    the stand-in driver library its launches load."""
+    the stand-in driver library its launches load.
+
+    The native programs here have no recorder in them: the CUPTI injection is off (its own cases are in
+    test_native_children, with a stand-in libcupti)."""
     (where / "cupti").mkdir()
     (where / "cupti" / "__init__.py").write_text("")
     (where / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(where), os.environ.get("PYTHONPATH")])),
-            "FAKE_CUPTI": str(where), "FAKE_CUDA_DRIVER": str(programs.driver)}
+            "FAKE_CUPTI": str(where), "FAKE_CUDA_DRIVER": str(programs.driver), "KERNEL_SYMBOL_MAP_INJECTION": "off"}
 
 
 @pytest.fixture

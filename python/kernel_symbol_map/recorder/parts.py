@@ -44,6 +44,10 @@ class Part:
     window: tuple[str, int, int] | None = None  # (tests log, start, end): the tests that ran while it lived
     python: PythonPart | None = None  # the Python code it ran, when Python was measured (see .pycoverage)
     libraries: dict[str, tuple[str, ...]] | None = None  # scope -> the images it had loaded (see .libraries)
+    program: str = ""  # its executable, as its start said, to name it by
+
+    def name(self) -> str:
+        return f"process {self.token} ({self.program})" if self.program else f"process {self.token}"
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,8 @@ def read_parts(folder: Path) -> tuple[list[Part], list[str]]:
                                                            int(window["end"])),
                               _python_part(data) if "python" in data else None,
                               None if data.get("libraries") is None else
-                              {str(k): tuple(map(str, v)) for k, v in data["libraries"].items()}))
+                              {str(k): tuple(map(str, v)) for k, v in data["libraries"].items()},
+                              _program(folder / f"{data['token']}.started")))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RecordingError(f"{path}: not a recorder part file ({e})") from None
     return parts, _unwritten(folder)
@@ -102,6 +107,15 @@ def _python_part(data: dict[str, Any]) -> PythonPart:
     return PythonPart({str(scope): {str(f): tuple(map(str, d)) for f, d in files.items()}
                        for scope, files in scopes.items()},
                       "", tuple(map(str, data.get("python_copies", ()))), int(data["pyblocks"]))
+
+
+def _program(started: Path) -> str:
+    """The executable a process's start file names; "" where it is unreadable (the part still counts)."""
+    try:
+        exe = json.loads(started.read_text()).get("exe")
+        return str(exe[0]) if isinstance(exe, list) and exe else ""
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -184,7 +198,7 @@ def _alive(started: Path) -> bool:
 
 
 def _problems(parts: list[Part], died: list[str], interrupted: str, unseen: list[Unseen] | None = None) -> list[str]:
-    found = [f"process {p.token}: {p.reason}" for p in parts if not p.complete]
+    found = [f"{p.name()}: {p.reason}" for p in parts if not p.complete]
     found += [f"process {token} died before writing its part file" for token in died]
     if interrupted:
         found.append(interrupted)

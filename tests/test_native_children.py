@@ -101,6 +101,25 @@ def test_cleared_environment():
     subprocess.run([P["clean_exec"], P["load_driver"], P["driver"], "_Z7clearedv"], check=True)
 
 
+def test_ctypes_spawn_in_a_recorded_child():
+    # A recorded interpreter starts a program outside Python, with an empty environment: not followed.
+    code = ("import ctypes, os; libc = ctypes.CDLL(None); pid = ctypes.c_int(); "
+            "argv = (ctypes.c_char_p * 2)(b'/bin/true', None); envp = (ctypes.c_char_p * 1)(None); "
+            "assert libc.posix_spawn(ctypes.byref(pid), b'/bin/true', None, None, argv, envp) == 0; "
+            "os.waitpid(pid.value, 0)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_ctypes_spawn_followed_in_a_recorded_child():
+    code = ("import ctypes, os; libc = ctypes.CDLL(None); pid = ctypes.c_int(); "
+            "argv = (ctypes.c_char_p * 2)(b'/bin/true', None); "
+            "env = [k.encode() + b'=' + v.encode() for k, v in os.environ.items()]; "
+            "envp = (ctypes.c_char_p * (len(env) + 1))(*env, None); "
+            "assert libc.posix_spawn(ctypes.byref(pid), b'/bin/true', None, None, argv, envp) == 0; "
+            "os.waitpid(pid.value, 0)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_killed():
     assert subprocess.run([P["killed"]]).returncode == -9
 
@@ -158,7 +177,8 @@ def _cupti_package(where: Path) -> Path:
 
 @pytest.mark.parametrize("test", ["test_ldconfig", "test_find_library", "test_gxx", "test_static",
                                   "test_python_in_a_shell_starts_a_child",
-                                  "test_shell_runs_static", "test_exit_through_underscore_exit", "test_after"])
+                                  "test_shell_runs_static", "test_exit_through_underscore_exit",
+                                  "test_ctypes_spawn_followed_in_a_recorded_child", "test_after"])
 def test_a_native_child_that_loaded_no_driver_leaves_its_test_complete(cases: dict[str, dict[str, Any]],
                                                                       test: str) -> None:
     assert cases[test]["reason"] == "", cases[test]
@@ -190,6 +210,15 @@ def test_a_native_child_that_may_have_launched_unseen_keeps_its_test_incomplete(
     assert why.format(load_driver=native_programs.load_driver) in reason, reason
     # Each was seen to end within its own test: the next one keeps its record.
     assert cases["test_after"]["reason"] == ""
+
+
+def test_what_a_recorded_child_started_outside_python_is_judged_by_its_records(
+        cases: dict[str, dict[str, Any]]) -> None:
+    """A recorded interpreter's posix_spawn through ctypes, with an empty environment: its own recorder saw it,
+    but not the program it started."""
+    reason = cases["test_ctypes_spawn_in_a_recorded_child"]["reason"]
+    assert "which a recorder saw, but not all it started" in reason, reason
+    assert "started /bin/true, which the audit library did not follow" in reason, reason
 
 
 needs_injection = pytest.mark.skipif(native.injection_library() is None,

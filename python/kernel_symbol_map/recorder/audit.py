@@ -158,7 +158,8 @@ def judge(images: Iterable[Image], *, loader: str, root: tuple[str, int] | None,
 
     ``loader``: :func:`.native.kind` of the program started; ``root``: how its
     first process is found (``("ppid", pid)`` of the spawner, or ``("pid",
-    pid)`` for an exec that replaced it; None: no first process is needed).
+    pid)`` for an exec that replaced it; None: no first process is needed,
+    as when a recorder saw it).
     ``recorded`` processes (pid, start) record themselves: their part files
     say what they launched and whether they died. ``ended_ns``: when the
     spawn was seen to end. ``index``: every record of the recording (for a
@@ -173,7 +174,7 @@ def judge(images: Iterable[Image], *, loader: str, root: tuple[str, int] | None,
     problems: list[str] = []
     libraries: set[str] = set()
     late = False
-    if loader == native.SETUID:
+    if loader == native.SETUID and root is not None:
         problems.append("a setuid program: the loader ignores LD_AUDIT there")
     elif root is not None and loader != native.STATIC:
         how, pid = root

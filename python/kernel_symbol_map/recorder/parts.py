@@ -73,11 +73,13 @@ class Unseen:
     end: int | None  # where the log stood when it was seen to have ended; None: it may still run
     problems: tuple[str, ...] = ()  # why it may have launched a kernel unseen; () when its records rule it out
     libraries: frozenset[str] = frozenset()
+    claimed: bool = False  # a recorder saw the process itself; the problems are about what it started
 
     def why(self) -> str:
         started = f"process {self.by} started {self.exe} ({' '.join(self.argv)[:160]})" if self.by else \
             "a process that carried no spawn id"
-        return f"{started}, which no recorder saw: {audit.summary(self.problems)}"
+        seen = "which a recorder saw, but not all it started" if self.claimed else "which no recorder saw"
+        return f"{started}, {seen}: {audit.summary(self.problems)}"
 
 
 def read_parts(folder: Path) -> tuple[list[Part], list[str]]:
@@ -137,7 +139,11 @@ def read_unseen(folder: Path) -> list[Unseen]:
     environment, and with it maybe an id meant for another process.
     An unclaimed one is followed when the audit library's records show
     that none of its processes could have launched a kernel (:mod:`.audit`);
-    its ``problems`` say why not otherwise.
+    its ``problems`` say why not otherwise. A claimed one speaks for its
+    own launches, but what it started outside Python (``posix_spawn`` or
+    ``system`` through ``ctypes``, an extension module's ``fork``) is
+    still judged by its records: it is returned too, ``claimed``, with
+    problems only where those records do not clear it.
     """
     claims: dict[str, list[dict[str, Any]]] = {}
     recorded: set[tuple[int, str]] = set()
@@ -154,17 +160,17 @@ def read_unseen(folder: Path) -> list[Unseen]:
         s = _json(path)
         try:
             parent = "pid" if s["replaces"] else "ppid"
-            if any(s["exe"] in c.get("exe", ()) and c.get(parent) == s["pid"] for c in claims.get(s["spawn"], ())):
-                continue
+            claimed = any(s["exe"] in c.get("exe", ()) and c.get(parent) == s["pid"]
+                          for c in claims.get(s["spawn"], ()))
             ended = path.with_suffix(".ended")
             end_record = _json(ended) if ended.exists() else None
             end = int(end_record["end"]) if end_record is not None else None
             verdict = audit.judge(records.get(str(s["spawn"]), ()), loader=str(s.get("loader", native.UNKNOWN)),
-                                  root=(parent, int(s["pid"])), recorded=recorded,
+                                  root=None if claimed else (parent, int(s["pid"])), recorded=recorded,
                                   ended_ns=None if end_record is None else end_record.get("ns"), index=index)
             unseen.append(Unseen(str(s["by"]), str(s["exe"]), tuple(map(str, s["argv"])), str(s["scope"]),
                                  str(s["log"]), int(s["at"]), None if verdict.late else end, verdict.problems,
-                                 verdict.libraries))
+                                 verdict.libraries, claimed))
         except (KeyError, TypeError, ValueError) as e:
             raise RecordingError(f"{path}: not a recorder spawn file ({e})") from None
     untagged = records.get(audit.UNTAGGED)

@@ -849,6 +849,9 @@ MUTANTS = [
            "            ended = path.with_suffix(\".ended\")\n",
            "            if claimed:\n                continue\n            ended = path.with_suffix(\".ended\")\n",
            (NATIVE,)),
+    Mutant("38.P8", "what the test process starts from native code is not followed", "recorder/pytest_plugin.py",
+           "            os.environ[native.LOADER_VARIABLE] = native.with_audit(self.loader, library)",
+           "            pass", (NATIVE,)),
     Mutant("38.L1", "a test's libraries are not noted at its end", "recorder/pytest_plugin.py",
            "                self.recorder.note_libraries(item.nodeid)", "                pass", (NATIVE,)),
 ]

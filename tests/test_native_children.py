@@ -30,6 +30,10 @@ import os, subprocess, sys
 P = {programs!r}
 
 
+def test_quiet():
+    pass
+
+
 def test_ldconfig():
     subprocess.run(["/sbin/ldconfig", "-p"], check=True, stdout=subprocess.DEVNULL)
 
@@ -120,6 +124,17 @@ def test_ctypes_spawn_followed_in_a_recorded_child():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_ctypes_system_in_the_test_process():
+    # This process is not audited, but what it starts from native code inherits LD_AUDIT.
+    import ctypes
+    assert ctypes.CDLL(None).system(b"true; " + P["static_true"].encode()) == 0
+
+
+def test_ctypes_system_of_the_driver_in_the_test_process():
+    import ctypes
+    assert ctypes.CDLL(None).system((P["load_driver"] + " " + P["driver"]).encode()) == 0
+
+
 def test_killed():
     assert subprocess.run([P["killed"]]).returncode == -9
 
@@ -139,7 +154,7 @@ def test_after():
 
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory: pytest.TempPathFactory, native_programs: Programs) -> dict[str, dict[str, Any]]:
-    return _run(tmp_path_factory.mktemp("native-cases"), native_programs)
+    return _run(tmp_path_factory.mktemp("native-cases"), native_programs, "-k", "not of_the_driver_in_the_test")
 
 
 def _run(where: Path, programs: Programs, *select: str, **env: str) -> dict[str, dict[str, Any]]:
@@ -178,7 +193,8 @@ def _cupti_package(where: Path) -> Path:
 @pytest.mark.parametrize("test", ["test_ldconfig", "test_find_library", "test_gxx", "test_static",
                                   "test_python_in_a_shell_starts_a_child",
                                   "test_shell_runs_static", "test_exit_through_underscore_exit",
-                                  "test_ctypes_spawn_followed_in_a_recorded_child", "test_after"])
+                                  "test_ctypes_spawn_followed_in_a_recorded_child",
+                                  "test_ctypes_system_in_the_test_process", "test_after"])
 def test_a_native_child_that_loaded_no_driver_leaves_its_test_complete(cases: dict[str, dict[str, Any]],
                                                                       test: str) -> None:
     assert cases[test]["reason"] == "", cases[test]
@@ -210,6 +226,18 @@ def test_a_native_child_that_may_have_launched_unseen_keeps_its_test_incomplete(
     assert why.format(load_driver=native_programs.load_driver) in reason, reason
     # Each was seen to end within its own test: the next one keeps its record.
     assert cases["test_after"]["reason"] == ""
+
+
+def test_a_driver_the_test_process_started_from_native_code_makes_every_test_incomplete(
+        tmp_path: Path, native_programs: Programs) -> None:
+    """Its records carry no spawn id: no test can be told apart from another. (After a child the hook saw
+    inherit this process's environment, they carry that child's id, and count from its start on.)"""
+    cases = _run(tmp_path, native_programs, "-k", "quiet or of_the_driver_in_the_test or after",
+                 KERNEL_SYMBOL_MAP_INJECTION="off")
+    for test in ("test_quiet", "test_ctypes_system_of_the_driver_in_the_test_process", "test_after"):
+        assert not cases[test]["complete"], cases[test]
+        assert "a process that carried no spawn id, which no recorder saw" in cases[test]["reason"], cases[test]
+        assert "(load_driver) loaded the GPU driver (libcuda.so.1)" in cases[test]["reason"], cases[test]
 
 
 def test_what_a_recorded_child_started_outside_python_is_judged_by_its_records(

@@ -54,7 +54,7 @@ from typing import Any
 import pytest
 
 from .._words import plural
-from . import hook, parts, timeline
+from . import hook, native, parts, timeline
 from .outcomes import Outcomes
 from .pycoverage import ROOT_VARIABLE
 
@@ -109,6 +109,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(KernelRecorder(config, Path(folder), role), "kernel_symbol_map_recorder")
 
 
+def _restore(key: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = value
+
+
 def _rootdir(rootpath: Path) -> str | None:
     """pytest's rootdir relative to the git top level ("." when it is the top level), or None outside git."""
     from .pycoverage import project_root
@@ -151,6 +158,7 @@ class KernelRecorder:
         self.outcomes = Outcomes()
         self.recorder: Any = None
         self.log: Path | None = None
+        self.loader: str | None = None  # LD_AUDIT as it was before the recording
         if role == "worker":
             self.parts = Path(os.environ[PARTS_VARIABLE])
         else:
@@ -172,6 +180,12 @@ class KernelRecorder:
         os.environ[hook.SCOPE_VARIABLE] = parts.SESSION
         self.log = self.parts / TESTS_LOG
         os.environ[hook.TESTS_VARIABLE] = str(self.log)  # children follow it: which tests ran while they lived
+        self.loader = os.environ.get(native.LOADER_VARIABLE)
+        library = native.audit_library()
+        if library is not None:
+            # What this process starts from native code (ctypes, an extension module) inherits its environment:
+            # followed by the audit library, its records carry no spawn id and count for every test.
+            os.environ[native.LOADER_VARIABLE] = native.with_audit(self.loader, library)
         backend = None
         if self.backend_factory is not None:
             backend = type(self).backend_factory(lambda activities: self.recorder.take(activities))
@@ -258,6 +272,8 @@ class KernelRecorder:
             self.recorder.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         for key in (hook.FOLDER_VARIABLE, hook.SCOPE_VARIABLE, hook.TESTS_VARIABLE, ROOT_VARIABLE):
             os.environ.pop(key, None)
+        if self.recorder is not None:
+            _restore(native.LOADER_VARIABLE, self.loader)
         if self.role == "worker":  # the controller merges every worker's part
             return
         os.environ.pop(PARTS_VARIABLE, None)

@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -141,8 +142,42 @@ static void emit(const char *line) {
 
 /* -- what a process start will run ---------------------------------------- */
 
-/* "static" (no PT_INTERP: it cannot load a driver), "setuid" (the loader ignores LD_AUDIT there),
- * "dynamic", or "unknown"; only "static" is ever taken on trust. */
+/* Whether a program with no interpreter names a GPU driver library: glibc's static dlopen loads shared objects
+ * all the same, and a program that loads the driver has the library's name in it. */
+static int names_a_driver(int fd, off_t size) {
+    if (size <= 0)
+        return 1;
+    void *data = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (data == MAP_FAILED)
+        return 1;
+    static const char *const drivers[] = {"libcuda.so", "libamdhip64.so", "libhsa-runtime64.so"};
+    int found = 0;
+    for (size_t i = 0; !found && i < sizeof drivers / sizeof drivers[0]; i++)
+        found = memmem(data, (size_t)size, drivers[i], strlen(drivers[i])) != NULL;
+    munmap(data, (size_t)size);
+    return found;
+}
+
+/* Whether a dynamic section names a DT_SONAME or a DT_NEEDED: the loader itself, or a library run directly,
+ * whatever it then runs may load anything. -1 when it cannot be read. */
+static int linked(int fd, const Elf64_Phdr *dynamic) {
+    if (dynamic->p_filesz > (1u << 20))
+        return -1;
+    for (uint64_t at = 0; at + sizeof(Elf64_Dyn) <= dynamic->p_filesz; at += sizeof(Elf64_Dyn)) {
+        Elf64_Dyn entry;
+        if (pread(fd, &entry, sizeof entry, (off_t)(dynamic->p_offset + at)) != (ssize_t)sizeof entry)
+            return -1;
+        if (entry.d_tag == DT_NULL)
+            return 0;
+        if (entry.d_tag == DT_NEEDED || entry.d_tag == DT_SONAME)
+            return 1;
+    }
+    return 0;
+}
+
+/* "static" (no PT_INTERP, no shared object, no driver named: it cannot load a driver), "setuid" (the loader
+ * ignores LD_AUDIT there), "dynamic", or "unknown"; only "static" is ever taken on trust. The same rule as
+ * recorder/native.py's kind(). */
 static const char *kind_of(const char *path) {
     struct stat st;
     if (path == NULL || strchr(path, '/') == NULL || stat(path, &st) != 0)
@@ -157,18 +192,25 @@ static const char *kind_of(const char *path) {
     if (pread(fd, &header, sizeof header, 0) == (ssize_t)sizeof header &&
         memcmp(header.e_ident, ELFMAG, SELFMAG) == 0 && header.e_ident[EI_CLASS] == ELFCLASS64 &&
         header.e_phentsize == sizeof(Elf64_Phdr) && header.e_phnum > 0 && header.e_phnum < 4096) {
-        kind = "static";
-        for (unsigned i = 0; i < header.e_phnum; i++) {
+        int interpreted = 0, shared = 0, broken = 0;
+        for (unsigned i = 0; i < header.e_phnum && !interpreted && !broken; i++) {
             Elf64_Phdr ph;
-            if (pread(fd, &ph, sizeof ph, (off_t)(header.e_phoff + (uint64_t)i * sizeof ph)) != (ssize_t)sizeof ph) {
-                kind = "unknown";
-                break;
-            }
-            if (ph.p_type == PT_INTERP) {
-                kind = "dynamic";
-                break;
+            if (pread(fd, &ph, sizeof ph, (off_t)(header.e_phoff + (uint64_t)i * sizeof ph)) != (ssize_t)sizeof ph)
+                broken = 1;
+            else if (ph.p_type == PT_INTERP)
+                interpreted = 1;
+            else if (ph.p_type == PT_DYNAMIC) {
+                int named = linked(fd, &ph);
+                broken = named < 0;
+                shared = named > 0;
             }
         }
+        if (broken)
+            kind = "unknown";
+        else if (interpreted)
+            kind = "dynamic";
+        else if (!shared && !names_a_driver(fd, st.st_size))
+            kind = "static";
     }
     close(fd);
     return kind;

@@ -8,6 +8,8 @@
 - ``libcupti.so``: a stand-in libcupti, built against CUPTI's own header (absent without one), whose
   ``fake_cupti_kernel`` delivers a kernel record as CUPTI would;
 - ``static_true``: a statically linked executable (no ``PT_INTERP``);
+- ``static_dlopen [LIBRARY]``: a statically linked one that loads the driver all the same (glibc's static
+  ``dlopen``), ``libcuda.so.1`` or LIBRARY;
 - ``clean_exec PROGRAM ARGS...``: forks a child that execs PROGRAM with an empty environment (no
   ``LD_AUDIT``), waits for it and exits 0;
 - ``killed``: a dynamic executable that kills itself with SIGKILL mid-run;
@@ -138,6 +140,11 @@ int main(int argc, char **argv) {
 """,
     "killed.c": "#include <signal.h>\nint main(void) { raise(SIGKILL); return 0; }\n",
     "_exit_true.c": "#include <unistd.h>\nint main(void) { _exit(0); }\n",
+    "static_dlopen.c": """
+#include <dlfcn.h>
+#include <stddef.h>
+int main(int argc, char **argv) { return dlopen(argc > 1 ? argv[1] : "libcuda.so.1", RTLD_NOW) != NULL ? 0 : 1; }
+""",
 }
 
 
@@ -150,6 +157,7 @@ class Programs:
     clean_exec: Path
     killed: Path
     exit_true: Path
+    static_dlopen: Path
 
 
 def _cuda_include() -> Path | None:
@@ -182,6 +190,7 @@ def build(where: Path) -> Programs:
         [cc, "-o", "clean_exec", "clean_exec.c"],
         [cc, "-o", "killed", "killed.c"],
         [cc, "-o", "_exit_true", "_exit_true.c"],
+        [cc, "-static", "-o", "static_dlopen", "static_dlopen.c", "-ldl"],
     ]
     for command in commands:
         subprocess.run(command, cwd=where, check=True, capture_output=True)
@@ -192,4 +201,4 @@ def build(where: Path) -> Programs:
                        check=True, capture_output=True)
         cupti = where / "libcupti.so"
     return Programs(cupti, where / "libcuda.so.1", where / "load_driver", where / "static_true", where / "clean_exec",
-                    where / "killed", where / "_exit_true")
+                    where / "killed", where / "_exit_true", where / "static_dlopen")

@@ -9,6 +9,7 @@ and corrupted to check that only a well-formed one without ``PT_INTERP`` reads a
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 from pathlib import Path
@@ -193,6 +194,22 @@ def test_native_kind_reads_static_only_from_a_whole_elf_file(tmp_path: Path) -> 
     assert native.kind(str(setuid)) == native.SETUID
     assert native.kind(str(tmp_path / "missing")) == native.UNKNOWN
     assert struct.unpack_from("<H", data, 0x38)[0] > 0  # e_phnum, which no-headers zeroed
+
+
+def test_native_kind_trusts_no_loader_library_or_static_program_that_names_a_driver(tmp_path: Path) -> None:
+    """No PT_INTERP is not enough: the loader run directly (``ld.so ./cuda_app``) runs anything, and glibc's
+    static dlopen can load the driver, whose name such a program carries."""
+    loader = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
+    assert native.kind(loader) == native.UNKNOWN  # ET_DYN, no PT_INTERP, a DT_SONAME
+    libm = next(p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6") if os.path.exists(p))
+    assert native.kind(os.path.realpath(libm)) == native.UNKNOWN  # a library run directly: no PT_INTERP either
+    static = tmp_path / "static"
+    static.write_bytes(Path("/sbin/ldconfig").read_bytes())
+    assert native.kind(str(static)) == native.STATIC
+    for name in ("libcuda.so.1", "libamdhip64.so", "libhsa-runtime64.so.1"):
+        named = tmp_path / f"names-{name}"
+        named.write_bytes(Path("/sbin/ldconfig").read_bytes() + name.encode() + b"\0")
+        assert native.kind(str(named)) == native.UNKNOWN, name
 
 
 @pytest.mark.parametrize("libraries", ['"libc.so.6"', '[1]', '["/lib/libc.so.6"]', '[""]'])

@@ -105,6 +105,19 @@ def test_cleared_environment():
     subprocess.run([P["clean_exec"], P["load_driver"], P["driver"], "_Z7clearedv"], check=True)
 
 
+def test_cleared_environment_through_the_loader():
+    # The loader run directly has no PT_INTERP, as a static program has none; what it runs may load anything.
+    subprocess.run([P["clean_exec"], "/lib64/ld-linux-x86-64.so.2", P["load_driver"], P["driver"]], check=True)
+
+
+def test_static_dlopen():
+    subprocess.run([P["static_dlopen"], P["driver"]], check=True)
+
+
+def test_cleared_environment_static_dlopen():
+    subprocess.run([P["clean_exec"], P["static_dlopen"], P["driver"]], check=True)
+
+
 def test_ctypes_spawn_in_a_recorded_child():
     # A recorded interpreter starts a program outside Python, with an empty environment: not followed.
     code = ("import ctypes, os; libc = ctypes.CDLL(None); pid = ctypes.c_int(); "
@@ -167,6 +180,7 @@ def _run(where: Path, programs: Programs, *select: str, **env: str) -> dict[str,
     setuid.chmod(0o4755)
     paths = {"static_true": str(programs.static_true), "exit_true": str(programs.exit_true),
              "load_driver": str(programs.load_driver), "driver": str(programs.driver),
+             "static_dlopen": str(programs.static_dlopen),
              "clean_exec": str(programs.clean_exec), "killed": str(programs.killed), "setuid_true": str(setuid),
              "injection": str(native.injection_library())}
     (where / "test_cases.py").write_text(CASES.format(programs=paths))
@@ -216,6 +230,11 @@ def test_records_list_what_each_tests_native_children_loaded(cases: dict[str, di
     ("test_driver_in_a_shell", "(load_driver) loaded the GPU driver (libcuda.so.1)"),
     ("test_cleared_environment", "(clean_exec) ran {load_driver}, which the audit library did not follow (its "
                                  "environment lost LD_AUDIT, or the loader refused the library)"),
+    ("test_cleared_environment_through_the_loader", "(clean_exec) ran /lib64/ld-linux-x86-64.so.2, which the "
+                                                    "audit library did not follow"),
+    ("test_static_dlopen", "no audit record"),
+    ("test_cleared_environment_static_dlopen", "(clean_exec) ran {static_dlopen}, which the audit library did "
+                                               "not follow"),
     ("test_killed", "(killed) did not exit: it was killed, or still ran when the recording ended"),
     ("test_setuid", "a setuid program: the loader ignores LD_AUDIT there"),
 ])
@@ -223,7 +242,8 @@ def test_a_native_child_that_may_have_launched_unseen_keeps_its_test_incomplete(
         cases: dict[str, dict[str, Any]], native_programs: Programs, test: str, why: str) -> None:
     reason = cases[test]["reason"]
     assert not cases[test]["complete"] and "which no recorder saw" in reason, cases[test]
-    assert why.format(load_driver=native_programs.load_driver) in reason, reason
+    assert why.format(load_driver=native_programs.load_driver, static_dlopen=native_programs.static_dlopen) in reason, \
+        reason
     # Each was seen to end within its own test: the next one keeps its record.
     assert cases["test_after"]["reason"] == ""
 

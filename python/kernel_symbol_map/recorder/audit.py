@@ -34,8 +34,7 @@ from pathlib import Path
 from . import native
 from .libraries import file_names
 
-# The libraries through which a process launches kernels: CUDA's driver, and ROCm's HIP runtime and HSA.
-DRIVERS = re.compile(r"^(libcuda|libamdhip64|libhsa-runtime64)\.so(\.|$)")
+DRIVERS = re.compile(rf"^({'|'.join(map(re.escape, native.DRIVER_LIBRARIES))})\.so(\.|$)")
 UNTAGGED = "-"  # records of processes that carried no spawn id
 _SHOWN = 3  # reasons named per spawn; the rest are counted
 

@@ -23,6 +23,7 @@ as unseen (no audit), or a native CUDA child is (no injection).
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 import struct
@@ -50,8 +51,18 @@ _HEADER64 = {"<": struct.Struct("<HHIQQQIHHHHHH"), ">": struct.Struct(">HHIQQQIH
 _HEADER32 = {"<": struct.Struct("<HHIIIIIHHHHHH"), ">": struct.Struct(">HHIIIIIHHHHHH")}
 _ELFCLASS32, _ELFCLASS64 = 1, 2
 _ELFDATA = {1: "<", 2: ">"}
-_PT_INTERP = 3
+# A program header's (p_type, p_offset, p_filesz), its other fields skipped; a dynamic entry's (d_tag, d_val).
+_PHDR64 = {"<": struct.Struct("<I4xQ16xQ"), ">": struct.Struct(">I4xQ16xQ")}
+_PHDR32 = {"<": struct.Struct("<II8xI"), ">": struct.Struct(">II8xI")}
+_DYN64 = {"<": struct.Struct("<qQ"), ">": struct.Struct(">qQ")}
+_DYN32 = {"<": struct.Struct("<iI"), ">": struct.Struct(">iI")}
+_PT_DYNAMIC, _PT_INTERP = 2, 3
+_DT_NULL, _DT_NEEDED, _DT_SONAME = 0, 1, 14
 _MAX_PROGRAM_HEADERS = 4096
+_MAX_DYNAMIC_BYTES = 1 << 20
+# The libraries through which a process launches kernels: CUDA's driver, and ROCm's HIP runtime and HSA.
+DRIVER_LIBRARIES = ("libcuda", "libamdhip64", "libhsa-runtime64")
+DRIVER_NAMES = tuple(f"{name}.so".encode() for name in DRIVER_LIBRARIES)  # as a program passes them to dlopen
 
 
 def audit_library() -> str | None:
@@ -103,7 +114,8 @@ def with_audit(current: str | None, library: str) -> str:
 
 def kind(path: str) -> str:
     """What ``path`` is to the loader: STATIC, DYNAMIC, SETUID (secure execution: no ``LD_AUDIT``), SCRIPT
-    (``#!``: its interpreter runs) or UNKNOWN (unreadable, not ELF, malformed)."""
+    (``#!``: its interpreter runs) or UNKNOWN (unreadable, not ELF, malformed, or not one that can be trusted
+    as static: see :func:`_static`)."""
     try:
         st = os.stat(path)
         if st.st_mode & (stat.S_ISUID | stat.S_ISGID) or _capabilities(path):
@@ -112,9 +124,25 @@ def kind(path: str) -> str:
             head = f.read(64)
             if head.startswith(b"#!"):
                 return SCRIPT
-            return DYNAMIC if _interpreted(f, head) else STATIC
+            interpreted, linked = _program_headers(f, head)
+            if interpreted:
+                return DYNAMIC
+            return STATIC if not linked and _static(f) else UNKNOWN
     except (OSError, RecordingError):
         return UNKNOWN
+
+
+def _static(f: BinaryIO) -> bool:
+    """Whether a program with no interpreter can be trusted not to load a GPU driver: it names none.
+
+    glibc's static ``dlopen`` loads shared objects all the same; a static program that loads the driver has
+    the library's name in it (what it passes to ``dlopen``).
+    """
+    try:
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return not any(data.find(name) >= 0 for name in DRIVER_NAMES)
+    except (OSError, ValueError):  # empty, or not a mappable file
+        return False
 
 
 def _capabilities(path: str) -> bool:
@@ -125,8 +153,14 @@ def _capabilities(path: str) -> bool:
         return False
 
 
-def _interpreted(f: BinaryIO, head: bytes) -> bool:
-    """Whether the ELF file has a ``PT_INTERP`` program header (RecordingError when it is not ELF or is cut)."""
+def _program_headers(f: BinaryIO, head: bytes) -> tuple[bool, bool]:
+    """Whether the ELF file has a ``PT_INTERP`` program header, and whether its dynamic section names a
+    ``DT_SONAME`` or a ``DT_NEEDED`` (the loader itself, or a library run directly: whatever it runs may load
+    anything). RecordingError when it is not ELF or is cut short.
+
+    Read by hand, not with pyelftools: this runs in a recorded process at every process start, where loading
+    pyelftools would cost more than the start itself; the few fields read here are checked one by one.
+    """
     if len(head) < _IDENT.size:
         raise RecordingError("not an ELF file")
     magic, klass, data, _version = _IDENT.unpack_from(head)
@@ -138,11 +172,31 @@ def _interpreted(f: BinaryIO, head: bytes) -> bool:
         raise RecordingError("ELF header cut short")
     fields = layout.unpack_from(head, _IDENT.size)
     phoff, phentsize, phnum = fields[4], fields[8], fields[9]
-    if phnum == 0 or phnum > _MAX_PROGRAM_HEADERS or phentsize < 4:
+    program_header = (_PHDR64 if klass == _ELFCLASS64 else _PHDR32)[order]
+    if phnum == 0 or phnum > _MAX_PROGRAM_HEADERS or phentsize < program_header.size:
         raise RecordingError("no program headers")
-    f.seek(phoff)
-    table = f.read(phentsize * phnum)
-    if len(table) != phentsize * phnum:
-        raise RecordingError("program headers cut short")
-    p_type = struct.Struct(order + "I")
-    return any(p_type.unpack_from(table, i * phentsize)[0] == _PT_INTERP for i in range(phnum))
+    table = _read(f, phoff, phentsize * phnum, "program headers")
+    headers = [program_header.unpack_from(table, i * phentsize) for i in range(phnum)]
+    if any(h[0] == _PT_INTERP for h in headers):
+        return True, False
+    entry = (_DYN64 if klass == _ELFCLASS64 else _DYN32)[order]
+    for h in headers:
+        if h[0] == _PT_DYNAMIC:
+            offset, size = h[1], h[2]
+            if size > _MAX_DYNAMIC_BYTES:
+                raise RecordingError("dynamic section too large")
+            dynamic = _read(f, offset, size - size % entry.size, "dynamic section")
+            for tag, _value in entry.iter_unpack(dynamic):
+                if tag == _DT_NULL:
+                    break
+                if tag in (_DT_NEEDED, _DT_SONAME):
+                    return False, True
+    return False, False
+
+
+def _read(f: BinaryIO, offset: int, size: int, what: str) -> bytes:
+    f.seek(offset)
+    data = f.read(size)
+    if len(data) != size:
+        raise RecordingError(f"{what} cut short")
+    return data

@@ -31,6 +31,11 @@
  * recording needs. Each line is one write(2) on an O_APPEND file, so a
  * process killed between two writes leaves whole lines.
  *
+ * Paths are written with a tab, a newline or a backslash as \011, \012 or
+ * \134, so no file name can end a field or a line (or forge an "end").
+ * A forked child whose record cannot be made notes "lost PID" in its
+ * parent's record, which then is not whole either.
+ *
  * Record files: <folder>/<spawn id>.<pid>.<monotonic ns>.audit, where the
  * folder and the spawn id come from the recorder's variables. A forked
  * child writes into <spawn id>.<pid>.<start>.fork.audit until it execs, which it
@@ -63,6 +68,7 @@ static char spawn_id[128];
 static char own_file[PATH_MAX];
 static pid_t owner;           /* the process this image's record belongs to */
 static int failed;            /* a write of this image failed: its record never ends whole */
+static pid_t failed_child;    /* the same for a forked child: set in the child only, and read there only */
 static uintptr_t main_cookie; /* the program itself, whose close is the exit */
 
 /* -- writing lines ------------------------------------------------------- */
@@ -113,17 +119,40 @@ static void start_time(char *out, size_t size) {
     out[len] = '\0';
 }
 
+/* A path as a record field: a tab, a newline or a backslash in it is written as \011, \012 or \134 (as
+ * /proc/mounts does), so no name can end a field or a line. 0 when it does not fit: the caller writes a line
+ * the recorder cannot read, and the record is not whole. */
+static int escape(char *out, size_t size, const char *text) {
+    size_t at = 0;
+    for (const char *c = text != NULL ? text : ""; *c != '\0'; c++) {
+        if (*c == '\t' || *c == '\n' || *c == '\\') {
+            if (at + 4 >= size)
+                return 0;
+            at += (size_t)snprintf(out + at, size - at, "\\%03o", (unsigned char)*c);
+        } else {
+            if (at + 1 >= size)
+                return 0;
+            out[at++] = *c;
+        }
+    }
+    out[at] = '\0';
+    return 1;
+}
+
 static void begin_line(char *line, size_t size, const char *how) {
-    char exe[PATH_MAX], start[32];
+    char exe[PATH_MAX], field[4 * PATH_MAX], start[32];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
     start_time(start, sizeof start);
+    if (!escape(field, sizeof field, exe))
+        field[0] = '\0'; /* a begin line with no program: the recorder reads it as no record */
     snprintf(line, size, "begin\t%s\t%d\t%d\t%s\t%lld\t%s\n", how, (int)getpid(), (int)getppid(), start,
-             monotonic_ns(), exe);
+             monotonic_ns(), field);
 }
 
 /* One line of this process's record. In a child that shares this image (fork, vfork) it goes to the
- * child's own file, made here on its first line; nothing of this library's state changes there. */
+ * child's own file, made here on its first line; of this library's state only failed_child changes there,
+ * which the parent never reads as its own. */
 static void emit(const char *line) {
     pid_t me = getpid();
     if (me == owner) {
@@ -131,13 +160,26 @@ static void emit(const char *line) {
             failed = 1;
         return;
     }
-    char path[PATH_MAX + 256], begin[PATH_MAX + 128], start[32];
+    char path[PATH_MAX + 256], begin[5 * PATH_MAX], start[32], lost[64];
     start_time(start, sizeof start);
     snprintf(path, sizeof path, "%s/%s.%d.%s.fork.audit", folder, spawn_id, (int)me, start);
     begin_line(begin, sizeof begin, "fork");
-    if (append(path, begin, O_CREAT | O_EXCL) < 0)
-        return; /* no begin, no end: that child's record is never whole */
-    append(path, line, 0);
+    if (append(path, begin, O_CREAT | O_EXCL) < 0) {
+        /* No record of this child at all: its parent's record says so, and is not whole then either. */
+        snprintf(lost, sizeof lost, "lost\t%d\n", (int)me);
+        append(own_file, lost, 0);
+        failed_child = me;
+        return;
+    }
+    if (append(path, line, 0) != 0)
+        failed_child = me;
+}
+
+/* "end", unless a line of this process's record was lost: then it never ends whole. */
+static void end(void) {
+    pid_t me = getpid();
+    if (me == owner ? !failed : failed_child != me)
+        emit("end\n");
 }
 
 /* -- what a process start will run ---------------------------------------- */
@@ -217,8 +259,11 @@ static const char *kind_of(const char *path) {
 }
 
 static void note(const char *what, const char *path, long long detail) {
-    char line[LINE_MAX_BYTES];
-    snprintf(line, sizeof line, "%s\t%s\t%lld\t%s\n", what, kind_of(path), detail, path != NULL ? path : "");
+    char line[LINE_MAX_BYTES], field[LINE_MAX_BYTES - 64];
+    if (escape(field, sizeof field, path))
+        snprintf(line, sizeof line, "%s\t%s\t%lld\t%s\n", what, kind_of(path), detail, field);
+    else
+        snprintf(line, sizeof line, "unreadable\t%s\n", what);
     emit(line);
 }
 
@@ -304,13 +349,13 @@ static FILE *wrap_popen(const char *command, const char *mode) {
 
 /* _exit() skips the loader's exit, where la_objclose writes "end": a shell leaves this way. */
 static void wrap__exit(int status) {
-    emit("end\n");
+    end();
     real__exit(status);
     __builtin_unreachable();
 }
 
 static void wrap__Exit(int status) {
-    emit("end\n");
+    end();
     real__Exit(status);
     __builtin_unreachable();
 }
@@ -347,7 +392,7 @@ unsigned int la_version(unsigned int version) {
     if (strchr(spawn_id, '/') != NULL)
         strcpy(spawn_id, "-");
     owner = getpid();
-    char line[PATH_MAX + 128];
+    char line[5 * PATH_MAX];
     begin_line(line, sizeof line, "exec");
     snprintf(own_file, sizeof own_file, "%s/%s.%d.%lld.audit", folder, spawn_id, (int)owner, monotonic_ns());
     if (append(own_file, line, O_CREAT | O_EXCL) != 0)
@@ -362,8 +407,11 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
         main_cookie = (uintptr_t)cookie;
         return LA_FLG_BINDFROM;
     }
-    char line[LINE_MAX_BYTES];
-    snprintf(line, sizeof line, "lib\t%s\n", name);
+    char line[LINE_MAX_BYTES], field[LINE_MAX_BYTES - 8];
+    if (escape(field, sizeof field, name))
+        snprintf(line, sizeof line, "lib\t%s\n", field);
+    else
+        snprintf(line, sizeof line, "unreadable\tlib\n");
     emit(line);
     const char *base = strrchr(name, '/');
     base = base != NULL ? base + 1 : name;
@@ -384,7 +432,7 @@ uintptr_t la_symbind64(Elf64_Sym *sym, unsigned int ndx, uintptr_t *refcook, uin
 }
 
 unsigned int la_objclose(uintptr_t *cookie) {
-    if ((uintptr_t)cookie == main_cookie && main_cookie != 0 && !failed)
-        emit("end\n");
+    if ((uintptr_t)cookie == main_cookie && main_cookie != 0)
+        end();
     return 0;
 }

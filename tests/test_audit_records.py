@@ -75,7 +75,8 @@ def test_an_exec_of_a_static_program_ends_a_record_whole(tmp_path: Path) -> None
 
 def test_an_exec_is_followed_into_the_next_image_of_the_same_process(tmp_path: Path) -> None:
     _write(tmp_path, "s.201.77.fork.audit", _begin("fork", 201, 200, 3), "exec\tdynamic\t2\t/bin/ls")
-    _write(tmp_path, "s.201.4.audit", _begin("exec", 201, 200, 4, "/bin/ls"), "lib\t/opt/libcuda.so", "end")
+    _write(tmp_path, "s.201.4.audit", _begin("exec", 201, 200, 4, os.path.realpath("/bin/ls")),
+           "lib\t/opt/libcuda.so", "end")
     _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "end")
     problems = _judge(tmp_path).problems
     assert len(problems) == 1 and "process 201 (ls) loaded the GPU driver" in problems[0], problems
@@ -101,6 +102,37 @@ def test_an_exec_whose_program_carries_another_spawn_id_is_followed_there(tmp_pa
     assert verdict.problems != ()
 
 
+def test_an_exec_is_followed_only_into_the_program_it_started(tmp_path: Path) -> None:
+    """A program exec'd with no LD_AUDIT that execs a followed one in turn: the later record is not the first
+    program's."""
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "exec\tdynamic\t2\t/bin/true")
+    _write(tmp_path, "s.200.4.audit", _begin("exec", 200, BY, 4, "/bin/ls"), "end")
+    assert "ran /bin/true, which the audit library did not follow" in "; ".join(_judge(tmp_path).problems)
+    _write(tmp_path, "s.200.4.audit", _begin("exec", 200, BY, 4, os.path.realpath("/bin/true")), "end")
+    assert _judge(tmp_path).problems == ()
+    # A script (or a bare name) runs as another program: the next image is taken as it.
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "exec\tunknown\t2\t/opt/run.sh")
+    assert _judge(tmp_path).problems == ()
+
+
+def test_a_path_with_a_newline_cannot_forge_an_end(tmp_path: Path) -> None:
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "lib\t/tmp/x\\012end\\011\\134y")
+    verdict = _judge(tmp_path)
+    assert "did not exit" in "; ".join(verdict.problems) and "x\nend\t\\y" in verdict.libraries, verdict
+
+
+@pytest.mark.parametrize(("lines", "why"), [
+    ((_begin("exec", 200, BY, 1), "lib\t/lib/lib\0c.so", "end"), "not an audit record"),
+    ((_begin("exec", 200, BY, 1, "/bin/pr\0og"), "end"), "not an audit record"),
+    ((_begin("exec", 200, BY, 1), "lost\t201", "end"), "the record of its forked child 201 could not be written"),
+    ((_begin("exec", 200, BY, 1), "unreadable\tlib", "end"), "not an audit record"),
+])
+def test_a_record_with_a_line_lost_or_unreadable_is_not_whole(tmp_path: Path, lines: tuple[str, ...],
+                                                                why: str) -> None:
+    _write(tmp_path, "s.200.1.audit", *lines)
+    assert why in "; ".join(_judge(tmp_path).problems)
+
+
 def test_a_forked_child_that_exits_through_underscore_exit_is_whole(tmp_path: Path) -> None:
     _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "end")
     _write(tmp_path, "s.201.77.fork.audit", _begin("fork", 201, 200, 3), "end")
@@ -120,6 +152,8 @@ def test_posix_spawn_and_system_children_are_found_by_pid_and_by_time(tmp_path: 
     _write(tmp_path, "s.203.60.audit", _begin("exec", 203, 200, 60, "/bin/dash"), "end")
     assert _judge(tmp_path).problems == ()
     _write(tmp_path, "s.201.10.audit", _begin("exec", 201, 999, 10, "/bin/x"), "end")  # not this parent's child
+    assert "started /bin/x" in "; ".join(_judge(tmp_path).problems)
+    _write(tmp_path, "s.201.10.audit", _begin("exec", 201, 200, 0, "/bin/x"), "end")  # its pid, used before
     assert "started /bin/x" in "; ".join(_judge(tmp_path).problems)
 
 

@@ -11,7 +11,12 @@ line per fact, tab-separated::
     exec-failed
     spawn  KIND  CHILD-PID  PATH     (posix_spawn, posix_spawnp)
     shell  KIND  NS  /bin/sh         (system, popen)
+    lost   PID                       (a forked child whose own record could not be made)
     end                              (exit, _exit)
+
+A tab, a newline or a backslash in a path is written ``\011``, ``\012`` or
+``\134``. Any other line (a field that did not fit, a NUL byte) makes the
+record unreadable, and so not whole.
 
 A spawn no recorder saw (see :mod:`.spawns`) is *followed* when its records
 show every process it started, each one whole, and none that loaded a GPU
@@ -36,6 +41,7 @@ from .libraries import file_names
 
 DRIVERS = re.compile(rf"^({'|'.join(map(re.escape, native.DRIVER_LIBRARIES))})\.so(\.|$)")
 UNTAGGED = "-"  # records of processes that carried no spawn id
+_ESCAPED = re.compile(r"\\([0-7]{3})")
 _SHOWN = 3  # reasons named per spawn; the rest are counted
 
 
@@ -95,18 +101,22 @@ def _image(path: Path) -> Image:
         cut = False
     head = lines[0].split("\t")
     try:
-        if head[0] != "begin" or len(head) != 7 or head[1] not in ("exec", "fork"):
+        if head[0] != "begin" or len(head) != 7 or head[1] not in ("exec", "fork") or "\0" in lines[0]:
             raise ValueError("no begin line")
-        image = Image(head[1], int(head[2]), int(head[3]), head[4], int(head[5]), head[6])
+        image = Image(head[1], int(head[2]), int(head[3]), head[4], int(head[5]), _unescape(head[6]))
     except (ValueError, IndexError):
         return Image("exec", 0, 0, "", 0, path.name, broken=f"{path.name}: not an audit record")
     for line in lines[1:-1]:
         fields = line.split("\t")
         try:
+            if "\0" in line:
+                raise ValueError(line)
             if fields[0] == "lib" and len(fields) == 2:
-                image.libraries.append(fields[1])
+                image.libraries.append(_unescape(fields[1]))
             elif fields[0] in ("exec", "shell", "spawn") and len(fields) == 4:
-                image.events.append(Event(fields[0], fields[1], int(fields[2]), fields[3]))
+                image.events.append(Event(fields[0], fields[1], int(fields[2]), _unescape(fields[3])))
+            elif fields[0] == "lost" and len(fields) == 2:
+                image.broken = f"{path.name}: the record of its forked child {int(fields[1])} could not be written"
             elif fields == ["exec-failed"]:
                 image.events.append(Event("exec-failed"))
             elif fields == ["end"]:
@@ -118,6 +128,11 @@ def _image(path: Path) -> Image:
     if cut:
         image.ended = False
     return image
+
+
+def _unescape(field: str) -> str:
+    """A path as the audit library writes it (a tab, a newline, a backslash as three octal digits)."""
+    return _ESCAPED.sub(lambda m: chr(int(m[1], 8)), field) if "\\" in field else field
 
 
 def names(image: Image) -> set[str]:
@@ -143,9 +158,13 @@ class Index:
         for key in sorted(self.images, key=lambda k: self.first(k).ns):
             self.children.setdefault(self.first(key).ppid, []).append(key)
 
-    def execed(self, key: tuple[int, str], after: int) -> bool:
-        """Whether process ``key`` has a program image that began after ``after`` (ns)."""
-        return any(i.how == "exec" and i.ns >= after for i in self.images.get(key, ()))
+    def execed(self, key: tuple[int, str], exec_: Event) -> bool:
+        """Whether the program image process ``key`` began next, after ``exec_`` (its ns), has a record: the
+        program that exec started, where its path tells (an absolute path to a dynamic program)."""
+        later = [i for i in self.images.get(key, ()) if i.how == "exec" and i.ns >= exec_.number]
+        if not later:
+            return False
+        return _became(exec_, min(later, key=lambda i: i.ns))
 
     def first(self, key: tuple[int, str]) -> Image:
         return min(self.images[key], key=lambda i: (i.how != "fork", i.ns))
@@ -202,6 +221,10 @@ def _whole(chain: list[Image], index: Index, used: set[tuple[int, str]], recorde
     first, last = chain[0], chain[-1]
     who = f"process {first.pid} ({os.path.basename(last.exe) or '?'})"
     found = [f"{who}: {image.broken}" for image in chain if image.broken]
+    for image, following in zip(chain, chain[1:]):
+        exec_ = next((e for e in reversed(image.events) if e.what in ("exec", "exec-failed")), None)
+        if exec_ is not None and exec_.what == "exec" and not _became(exec_, following):
+            found.append(f"{who} ran {exec_.path}, which the audit library did not follow{_because(exec_.kind)}")
     for image in chain:
         drivers = sorted({os.path.basename(lib) for lib in image.libraries if DRIVERS.match(os.path.basename(lib))})
         if drivers and not recorded:
@@ -223,7 +246,7 @@ def _whole(chain: list[Image], index: Index, used: set[tuple[int, str]], recorde
         pass
     elif final is not None and final.what == "exec" and final.kind == native.STATIC:
         pass  # it became a static program, which cannot load a driver (its children are followed on their own)
-    elif final is not None and final.what == "exec" and index.execed(last.process, final.number) and \
+    elif final is not None and final.what == "exec" and index.execed(last.process, final) and \
             final.kind != native.SETUID:
         pass  # it became a program whose record carries another spawn id: judged with that spawn
     elif final is not None and final.what == "exec":
@@ -233,9 +256,20 @@ def _whole(chain: list[Image], index: Index, used: set[tuple[int, str]], recorde
     return found
 
 
+def _became(exec_: Event, image: Image) -> bool:
+    """Whether ``image`` can be the program ``exec_`` started: where the path tells (an absolute path to a
+    dynamic program), the same file; else a program between the two ran unseen. A script, or a bare name,
+    runs as another program: the next image is taken as it."""
+    if exec_.kind == native.DYNAMIC and exec_.path.startswith("/"):
+        return os.path.realpath(exec_.path) == os.path.realpath(image.exe)
+    return True
+
+
 def _spawned(event: Event, image: Image, index: Index) -> tuple[int, str] | None:
-    """The process posix_spawn started, by its pid and parent."""
-    return next((k for k in index.children.get(image.pid, ()) if k[0] == event.number), None)
+    """The process posix_spawn started, by its pid and parent, begun after the image that started it (a pid
+    used again is not taken for it)."""
+    return next((k for k in index.children.get(image.pid, ())
+                 if k[0] == event.number and index.first(k).ns >= image.ns), None)
 
 
 def _because(kind: str) -> str:

@@ -871,6 +871,8 @@ MUTANTS = [
     Mutant("38.P8", "what the test process starts from native code is not followed", "recorder/pytest_plugin.py",
            "            os.environ[native.LOADER_VARIABLE] = native.with_audit(self.loader, library)",
            "            pass", (NATIVE,)),
+    Mutant("38.P9", "an incomplete part that lived in a known window costs no test", "recorder/parts.py",
+           "        if not part.complete and part.window is not None:\n", "        if False:\n", (NATIVE,)),
     Mutant("38.L1", "a test's libraries are not noted at its end", "recorder/pytest_plugin.py",
            "                self.recorder.note_libraries(item.nodeid)", "                pass", (NATIVE,)),
 ]

@@ -203,8 +203,11 @@ def _alive(started: Path) -> bool:
     return True
 
 
-def _problems(parts: list[Part], died: list[str], interrupted: str, unseen: list[Unseen] | None = None) -> list[str]:
-    found = [f"{p.name()}: {p.reason}" for p in parts if not p.complete]
+def _problems(parts: list[Part], died: list[str], interrupted: str, unseen: list[Unseen] | None = None,
+              windowed: bool = False) -> list[str]:
+    """Why every record is incomplete. ``windowed``: an incomplete part that lived in a known window of tests
+    is left out, for the tests it may have launched for to say (see :func:`test_records`)."""
+    found = [f"{p.name()}: {p.reason}" for p in parts if not p.complete and not (windowed and p.window is not None)]
     found += [f"process {token} died before writing its part file" for token in died]
     if interrupted:
         found.append(interrupted)
@@ -247,9 +250,10 @@ def test_records(folder: Path, tests: list[str], commit: str, interrupted: str =
     """
     wait_for_stragglers(folder)
     parts, died = read_parts(folder)
-    problems = _problems(parts, died, interrupted)
+    problems = _problems(parts, died, interrupted, windowed=True)
     found: dict[str, set[str]] = {t: set() for t in tests}
     loaded: dict[str, set[str]] = {t: set() for t in tests}  # what their processes had loaded (see .libraries)
+    own: dict[str, list[str]] = {t: [] for t in tests}
     for part in parts:
         lived = _begun(*part.window) if part.window is not None else []
         for scope, names in part.kernels.items():
@@ -258,7 +262,11 @@ def test_records(folder: Path, tests: list[str], commit: str, interrupted: str =
         for scope, names in (part.libraries or {}).items():
             for t in set(_targets(scope, tests, found)) | {t for t in lived if t in loaded}:
                 loaded[t].update(names)
-    own: dict[str, list[str]] = {t: [] for t in tests}
+        if not part.complete and part.window is not None:
+            # What it failed to record would have gone where its kernels go: its scopes, and the tests it lived in.
+            reached = {t for scope in (part.scope, *part.kernels) for t in _targets(scope, tests, found)}
+            for t in reached | {t for t in lived if t in own}:
+                own[t].append(f"{part.name()}: {part.reason}")
     for u in read_unseen(folder):
         later = _begun(u.log, max(u.at, 0), u.end) if u.log else tests  # no end seen: every test from its start on
         for t in set(_targets(u.scope, tests, found)) | {t for t in later if t in own}:

@@ -162,8 +162,6 @@ def read_unseen(folder: Path) -> list[Unseen]:
             parent = "pid" if s["replaces"] else "ppid"
             claimed = any(s["exe"] in c.get("exe", ()) and c.get(parent) == s["pid"]
                           for c in claims.get(s["spawn"], ()))
-            if claimed:
-                continue
             ended = path.with_suffix(".ended")
             end_record = _json(ended) if ended.exists() else None
             end = int(end_record["end"]) if end_record is not None else None

@@ -12,7 +12,9 @@ a load that comes and goes hits every row alike:
 - ``g++ -c``: one real compile (g++ and cc1plus, about 40 objects loaded) without and with the audit.
 
 Then the per-test snapshot of this process's images (``recorder.libraries.loaded``): the first look, and
-an unchanged one, with torch imported when it is installed (several hundred images).
+an unchanged one, with torch imported when it is installed (several hundred images); and what telling a
+program's kind costs at each start a recorded process makes (``recorder.native.kind``): a dynamic one (its
+program headers), and a static one (its dynamic section, and its bytes scanned for a driver's name).
 """
 
 from __future__ import annotations
@@ -103,6 +105,21 @@ def main() -> int:
     again = (time.perf_counter() - t) / 100
     print(f"library snapshot ({what}, {len(names or ())} names): first {first * 1e3:.2f} ms, "
           f"unchanged {again * 1e6:.1f} us")
+    for program in (shutil.which("g++") or "/bin/ls", "/sbin/ldconfig", shutil.which("go") or ""):
+        if not program or not os.path.exists(program):
+            continue
+        firsts = []
+        for _ in range(50):
+            native._kind.cache_clear()  # noqa: SLF001 - the first look at a file, as each process makes it
+            t = time.perf_counter()
+            found = native.kind(program)
+            firsts.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        for _ in range(200):
+            native.kind(program)
+        again = (time.perf_counter() - t) / 200
+        print(f"kind of {program} ({os.path.getsize(program) >> 10} KiB): {found}, first "
+              f"{statistics.median(firsts) * 1e6:.0f} us, again {again * 1e6:.1f} us")
     return 0
 
 

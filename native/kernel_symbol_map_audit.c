@@ -244,7 +244,7 @@ static const char *kind_of(const char *path) {
             else if (ph.p_type == PT_DYNAMIC) {
                 int named = linked(fd, &ph);
                 broken = named < 0;
-                shared = named > 0;
+                shared = shared || named > 0;
             }
         }
         if (broken)

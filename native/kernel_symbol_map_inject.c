@@ -212,6 +212,7 @@ static void finish(void) {
     json_string(out, scope);
     fprintf(out, ",\"complete\":%s,\"reason\":", problem[0] ? "false" : "true");
     json_string(out, problem);
+    fputs(",\"own_launches\":true", out); /* every reason here is CUPTI's, about this process's launches */
     fprintf(out, ",\"kernels\":{");
     pthread_mutex_lock(&lock);
     if (count > 0) {

@@ -35,6 +35,7 @@ DEVICE_DEPS = ("tests/test_devicedeps.py::test_a_comma_list_of_architectures_is_
 BUILD_INPUTS = "tests/test_build_inputs.py"
 AUDIT = "tests/test_audit_records.py"  # native children judged by the audit library's records
 NATIVE = "tests/test_native_children.py"
+RECORDER_SCOPING = "tests/test_audit_records.py::test_an_incomplete_process_costs_its_window_only_for_its_own_launches"
 DIGESTS = "tests/test_digests.py"  # issue 27: digests of real nvcc and clang output
 EMITTED = "tests/test_emitted.py"  # issue 27: output mode's decisions
 PER_FILE = "tests/test_per_file.py"  # issue 28: each changed file on its own, Python coverage per test
@@ -836,13 +837,14 @@ MUTANTS = [
            '                image.broken = f"{path.name}: the record of its forked child',
            '                pass  # f"{path.name}: the record of its forked child', (AUDIT,)),
     Mutant("38.A14", "a NUL byte in a record line is read as a path", "recorder/audit.py",
-           '            if "\\0" in line:\n                raise ValueError(line)',
-           '            if False:\n                raise ValueError(line)', (AUDIT,)),
+           '    if "\\0" in text:\n        raise ValueError("a NUL byte in a path")',
+           '    if False:\n        raise ValueError("a NUL byte in a path")', (AUDIT,)),
     Mutant("38.A15", "a path is read as written, its escapes kept", "recorder/audit.py",
            "                image.libraries.append(_unescape(fields[1]))",
            "                image.libraries.append(fields[1])", (AUDIT,)),
     Mutant("38.K1", "an ELF file cut short or malformed reads as static", "recorder/native.py",
-           "    except (OSError, RecordingError):\n        return UNKNOWN", "    except (OSError, RecordingError):\n"
+           "    except (OSError, RecordingError, ValueError, OverflowError):  # (an offset past what a file can hold)\n"
+           "        return UNKNOWN", "    except (OSError, RecordingError, ValueError, OverflowError):\n"
            "        return STATIC", (AUDIT,)),
     Mutant("38.K2", "a setuid executable reads as dynamic", "recorder/native.py",
            "        if st.st_mode & (stat.S_ISUID | stat.S_ISGID) or _capabilities(path):", "        if False:",
@@ -874,7 +876,12 @@ MUTANTS = [
            "            os.environ[native.LOADER_VARIABLE] = native.with_audit(self.loader, library)",
            "            pass", (NATIVE,)),
     Mutant("38.P9", "an incomplete part that lived in a known window costs no test", "recorder/parts.py",
-           "        if not part.complete and part.window is not None:\n", "        if False:\n", (NATIVE,)),
+           "        if not part.complete and _scoped(part):\n", "        if False:\n", (NATIVE,)),
+    Mutant("38.P10", "a part that could not follow a process it started costs only the tests it lived in",
+           "recorder/parts.py", "    return part.own_launches and part.window is not None",
+           "    return part.window is not None", (RECORDER_SCOPING,)),
+    Mutant("38.A16", "a forked child that never exec'd is judged without what its parent had loaded",
+           "recorder/audit.py", "    return [*image.libraries, *inherited]", "    return image.libraries", (AUDIT,)),
     Mutant("38.L1", "a test's libraries are not noted at its end", "recorder/pytest_plugin.py",
            "                self.recorder.note_libraries(item.nodeid)", "                pass", (NATIVE,)),
 ]

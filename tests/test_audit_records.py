@@ -110,9 +110,11 @@ def test_an_exec_is_followed_only_into_the_program_it_started(tmp_path: Path) ->
     assert "ran /bin/true, which the audit library did not follow" in "; ".join(_judge(tmp_path).problems)
     _write(tmp_path, "s.200.4.audit", _begin("exec", 200, BY, 4, os.path.realpath("/bin/true")), "end")
     assert _judge(tmp_path).problems == ()
-    # A script (or a bare name) runs as another program: the next image is taken as it.
-    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "exec\tunknown\t2\t/opt/run.sh")
-    assert _judge(tmp_path).problems == ()
+    # A script (or a bare name) runs as another program: the next image is taken as it; so where the path
+    # meant the caller itself, or is gone by now.
+    for path in ("unknown\t2\t/opt/run.sh", "dynamic\t2\t/proc/self/exe", f"dynamic\t2\t{tmp_path}/gone/python"):
+        _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), f"exec\t{path}")
+        assert _judge(tmp_path).problems == (), path
 
 
 def test_a_path_with_a_newline_cannot_forge_an_end(tmp_path: Path) -> None:
@@ -126,11 +128,46 @@ def test_a_path_with_a_newline_cannot_forge_an_end(tmp_path: Path) -> None:
     ((_begin("exec", 200, BY, 1, "/bin/pr\0og"), "end"), "not an audit record"),
     ((_begin("exec", 200, BY, 1), "lost\t201", "end"), "the record of its forked child 201 could not be written"),
     ((_begin("exec", 200, BY, 1), "unreadable\tlib", "end"), "not an audit record"),
+    ((_begin("exec", 200, BY, 1), "exec\tdynamic\t2\t/bin/x\\000y"), "not an audit record"),
 ])
 def test_a_record_with_a_line_lost_or_unreadable_is_not_whole(tmp_path: Path, lines: tuple[str, ...],
                                                                 why: str) -> None:
     _write(tmp_path, "s.200.1.audit", *lines)
     assert why in "; ".join(_judge(tmp_path).problems)
+
+
+def test_a_forked_child_that_never_execs_holds_the_driver_its_parent_had_loaded(tmp_path: Path) -> None:
+    """A recorded parent (CUPTI speaks for it) with the driver mapped; its child, forked below Python, is not
+    recorded and its own record lists nothing."""
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "lib\t/opt/libcuda.so.1", "end")
+    _write(tmp_path, "s.201.77.fork.audit", _begin("fork", 201, 200, 3), "end")
+    recorded = frozenset({(200, "77")})
+    assert "process 201 (prog) loaded the GPU driver (libcuda.so.1)" in "; ".join(_judge(tmp_path, recorded=recorded)
+                                                                              .problems)
+    # forked to exec: it ran only its way there, even when the exec failed
+    _write(tmp_path, "s.201.77.fork.audit", _begin("fork", 201, 200, 3), "exec\tdynamic\t4\t/nowhere",
+           "exec-failed", "end")
+    assert _judge(tmp_path, recorded=recorded).problems == ()
+
+
+def test_an_incomplete_process_costs_its_window_only_for_its_own_launches(tmp_path: Path) -> None:
+    """CUPTI's reasons are about the process's own launches, which go where its kernels go; a process it could
+    not follow may outlive it, and costs every test."""
+    log = tmp_path / "tests.log"
+    log.write_text('+"t1"\n-"t1"\n+"t2"\n-"t2"\n')
+    (tmp_path / "root.json").write_text(json.dumps({"pid": 1, "token": "root", "scope": "scope::",
+                                                    "complete": True, "reason": "", "kernels": {}}))
+    kid = {"pid": 2, "token": "kid", "scope": "t1", "complete": False, "kernels": {},
+           "window": {"log": str(log), "start": 0, "end": 2}}
+    for own, reason, costs in ((True, "CUPTI could not start: no GPU", {"t1"}),
+                               (False, "could not follow a process it started (subprocess.Popen): OSError()",
+                                {"t1", "t2"}),
+                               (None, "CUPTI could not start: no GPU", {"t1", "t2"})):  # not said: every test
+        (tmp_path / "kid.json").write_text(json.dumps({**kid, "reason": reason,
+                                                       **({} if own is None else {"own_launches": own})}))
+        records = parts.test_records(tmp_path, ["t1", "t2"], "c")
+        assert {r["test"] for r in records if not r["complete"]} == costs, (own, records)
+        assert all(reason in r["reason"] for r in records if not r["complete"])
 
 
 def test_a_forked_child_that_exits_through_underscore_exit_is_whole(tmp_path: Path) -> None:
@@ -218,7 +255,8 @@ def test_native_kind_reads_static_only_from_a_whole_elf_file(tmp_path: Path) -> 
     assert native.kind("/bin/ls") == native.DYNAMIC
     data = Path(static).read_bytes()
     for name, text in [("cut-header", data[:40]), ("cut-table", data[:70]), ("not-elf", b"MZ" + data[2:]),
-                       ("no-headers", data[:0x38] + b"\0\0" + data[0x3A:])]:
+                       ("no-headers", data[:0x38] + b"\0\0" + data[0x3A:]),
+                       ("far-headers", data[:0x20] + struct.pack("<Q", 1 << 63) + data[0x28:])]:
         (tmp_path / name).write_bytes(text)
         assert native.kind(str(tmp_path / name)) == native.UNKNOWN, name
     (tmp_path / "script").write_text("#!/bin/sh\n")

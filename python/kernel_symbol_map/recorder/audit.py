@@ -42,6 +42,7 @@ from .libraries import file_names
 DRIVERS = re.compile(rf"^({'|'.join(map(re.escape, native.DRIVER_LIBRARIES))})\.so(\.|$)")
 UNTAGGED = "-"  # records of processes that carried no spawn id
 _ESCAPED = re.compile(r"\\([0-7]{3})")
+_NAMED_BY_CALLER = ("/proc/", "/dev/fd/")  # paths that mean one thing in the caller and another here
 _SHOWN = 3  # reasons named per spawn; the rest are counted
 
 
@@ -109,8 +110,6 @@ def _image(path: Path) -> Image:
     for line in lines[1:-1]:
         fields = line.split("\t")
         try:
-            if "\0" in line:
-                raise ValueError(line)
             if fields[0] == "lib" and len(fields) == 2:
                 image.libraries.append(_unescape(fields[1]))
             elif fields[0] in ("exec", "shell", "spawn") and len(fields) == 4:
@@ -131,8 +130,12 @@ def _image(path: Path) -> Image:
 
 
 def _unescape(field: str) -> str:
-    """A path as the audit library writes it (a tab, a newline, a backslash as three octal digits)."""
-    return _ESCAPED.sub(lambda m: chr(int(m[1], 8)), field) if "\\" in field else field
+    """A path as the audit library writes it (a tab, a newline, a backslash as three octal digits);
+    ValueError for one it never writes (a NUL byte)."""
+    text = _ESCAPED.sub(lambda m: chr(int(m[1], 8)), field) if "\\" in field else field
+    if "\0" in text:
+        raise ValueError("a NUL byte in a path")
+    return text
 
 
 def names(image: Image) -> set[str]:
@@ -226,7 +229,8 @@ def _whole(chain: list[Image], index: Index, used: set[tuple[int, str]], recorde
         if exec_ is not None and exec_.what == "exec" and not _became(exec_, following):
             found.append(f"{who} ran {exec_.path}, which the audit library did not follow{_because(exec_.kind)}")
     for image in chain:
-        drivers = sorted({os.path.basename(lib) for lib in image.libraries if DRIVERS.match(os.path.basename(lib))})
+        drivers = sorted({os.path.basename(lib) for lib in _loaded(image, chain, index)
+                          if DRIVERS.match(os.path.basename(lib))})
         if drivers and not recorded:
             found.append(f"{who} loaded the GPU driver ({', '.join(drivers)}), and no CUPTI recorder saw it")
         for event in image.events:
@@ -256,13 +260,30 @@ def _whole(chain: list[Image], index: Index, used: set[tuple[int, str]], recorde
     return found
 
 
+def _loaded(image: Image, chain: list[Image], index: Index) -> list[str]:
+    """What ``image`` had loaded. A forked child that never tried to exec holds what its parent had loaded by
+    then (its record lists only what it loaded itself): a driver the parent mapped, the child can initialise.
+    One that forked to exec (as ``subprocess`` does, even when the exec failed) ran only its way there."""
+    if image.how != "fork" or any(e.what == "exec" for i in chain for e in i.events):
+        return image.libraries
+    inherited = [lib for key, images in index.images.items() if key[0] == image.ppid
+                 for parent in images if parent.ns <= image.ns for lib in parent.libraries]
+    return [*image.libraries, *inherited]
+
+
 def _became(exec_: Event, image: Image) -> bool:
     """Whether ``image`` can be the program ``exec_`` started: where the path tells (an absolute path to a
-    dynamic program), the same file; else a program between the two ran unseen. A script, or a bare name,
-    runs as another program: the next image is taken as it."""
-    if exec_.kind == native.DYNAMIC and exec_.path.startswith("/"):
+    dynamic program that is still there), the same file; else a program between the two ran unseen. A
+    script, or a bare name, runs as another program, and a path that names the caller (``/proc/self/exe``,
+    a descriptor) or is gone cannot be told now: the next image is taken as it."""
+    if exec_.kind != native.DYNAMIC or not exec_.path.startswith("/") or exec_.path.startswith(_NAMED_BY_CALLER):
+        return True
+    try:
+        if not os.path.exists(exec_.path):
+            return True
         return os.path.realpath(exec_.path) == os.path.realpath(image.exe)
-    return True
+    except ValueError:  # a NUL byte: not a path the library wrote
+        return False
 
 
 def _spawned(event: Event, image: Image, index: Index) -> tuple[int, str] | None:

@@ -139,7 +139,7 @@ def _kind(path: str, *identity: int) -> str:
             if interpreted:
                 return DYNAMIC
             return STATIC if not linked and _static(f) else UNKNOWN
-    except (OSError, RecordingError):
+    except (OSError, RecordingError, ValueError, OverflowError):  # (an offset past what a file can hold)
         return UNKNOWN
 
 

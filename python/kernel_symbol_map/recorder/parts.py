@@ -45,6 +45,7 @@ class Part:
     python: PythonPart | None = None  # the Python code it ran, when Python was measured (see .pycoverage)
     libraries: dict[str, tuple[str, ...]] | None = None  # scope -> the images it had loaded (see .libraries)
     program: str = ""  # its executable, as its start said, to name it by
+    own_launches: bool = False  # its reason is about its own launches only (not a process it failed to follow)
 
     def name(self) -> str:
         return f"process {self.token} ({self.program})" if self.program else f"process {self.token}"
@@ -96,7 +97,7 @@ def read_parts(folder: Path) -> tuple[list[Part], list[str]]:
                               _python_part(data) if "python" in data else None,
                               None if data.get("libraries") is None else
                               {str(k): tuple(map(str, v)) for k, v in data["libraries"].items()},
-                              _program(folder / f"{data['token']}.started")))
+                              _program(folder / f"{data['token']}.started"), data.get("own_launches") is True))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RecordingError(f"{path}: not a recorder part file ({e})") from None
     return parts, _unwritten(folder)
@@ -205,15 +206,21 @@ def _alive(started: Path) -> bool:
 
 def _problems(parts: list[Part], died: list[str], interrupted: str, unseen: list[Unseen] | None = None,
               windowed: bool = False) -> list[str]:
-    """Why every record is incomplete. ``windowed``: an incomplete part that lived in a known window of tests
-    is left out, for the tests it may have launched for to say (see :func:`test_records`)."""
-    found = [f"{p.name()}: {p.reason}" for p in parts if not p.complete and not (windowed and p.window is not None)]
+    """Why every record is incomplete. ``windowed``: an incomplete part whose reason is about its own launches,
+    and that lived in a known window of tests, is left out, for those tests to say (see :func:`test_records`)."""
+    found = [f"{p.name()}: {p.reason}" for p in parts if not p.complete and not (windowed and _scoped(p))]
     found += [f"process {token} died before writing its part file" for token in died]
     if interrupted:
         found.append(interrupted)
     if not parts and not died and not unseen:  # not even the command was followed: nothing was observed
         found.append("no process was recorded")
     return found
+
+
+def _scoped(part: Part) -> bool:
+    """Whether an incomplete part costs only the tests it lived in: its reason is about its own launches (not
+    about a process it started, which may outlive it), and its window is known."""
+    return part.own_launches and part.window is not None
 
 
 def step_record(folder: Path, step: str, commit: str, interrupted: str = "") -> dict[str, Any]:
@@ -262,7 +269,7 @@ def test_records(folder: Path, tests: list[str], commit: str, interrupted: str =
         for scope, names in (part.libraries or {}).items():
             for t in set(_targets(scope, tests, found)) | {t for t in lived if t in loaded}:
                 loaded[t].update(names)
-        if not part.complete and part.window is not None:
+        if not part.complete and _scoped(part):
             # What it failed to record would have gone where its kernels go: its scopes, and the tests it lived in.
             reached = {t for scope in (part.scope, *part.kernels) for t in _targets(scope, tests, found)}
             for t in reached | {t for t in lived if t in own}:

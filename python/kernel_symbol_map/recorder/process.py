@@ -74,6 +74,7 @@ class ProcessRecorder:
         self._external: dict[int, int] = {}  # correlation id -> external id, until its kernel arrives
         self._lock = threading.Lock()
         self.problems: list[str] = []
+        self.unfollowed = False  # see .spawns.Watcher
         self.backend = backend
         self.python: PythonCoverage | None = None  # the project's Python code each scope ran (when asked)
         self.finished = False
@@ -168,6 +169,9 @@ class ProcessRecorder:
                 "scope": self.default_scope,
                 "complete": not self.problems,
                 "reason": "; ".join(self.problems),
+                # Whether its reason is about its own launches only (CUPTI's): then only the tests it lived
+                # in need it. A process it started that went unseen may outlive it.
+                "own_launches": not self.unfollowed,
                 "kernels": {scope: sorted(names) for scope, names in sorted(self.kernels.items())},
             }
             part.update(python)

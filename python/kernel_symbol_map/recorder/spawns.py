@@ -58,6 +58,7 @@ class Watcher(Protocol):
     finished: bool
     pid: int
     problems: list[str]
+    unfollowed: bool  # a process it started may have gone unseen: its problems reach past its own life
 
     def expect(self, exe: str, argv: list[str], replaces: bool) -> dict[str, str]: ...
 
@@ -81,6 +82,7 @@ def watch(current: Callable[[], Watcher | None]) -> None:
             seen(recorder, event, args, sys._getframe(1).f_code.co_filename)
         except Exception as e:  # noqa: BLE001 - never stop the process start; never trust the record either
             recorder.problems.append(f"could not follow a process it started ({event}): {e!r}")
+            recorder.unfollowed = True
 
     sys.addaudithook(audit)
 
@@ -282,6 +284,8 @@ def tracker(pid: int) -> bool:
 def resolve(executable: Any, env: Any, cwd: Any) -> str:
     """The file the kernel will run, as exec finds it (through PATH for a bare name), resolved."""
     name = _text(executable)
+    if os.path.isabs(name):
+        return os.path.realpath(name)
     if os.path.dirname(name):
         base = _text(cwd) if cwd is not None else os.getcwd()
         return os.path.realpath(os.path.join(base, name))

@@ -184,6 +184,38 @@ def test_host_digest_sees_host_code_only(digest_corpus: dict[str, Path]) -> None
     assert _digests(digest_corpus["host"])[0] != base
 
 
+# No external function: GCC then names the initializer after the file, which nvcc compiles as tmpxft_...
+INIT = ('#include <string>\nstatic std::string name = "{value}";\n'
+        "static int size() {{ return int(name.size()); }}\nstatic int sized = size();\n")
+
+
+@pytest.fixture(scope="session")
+def static_initializers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A file with a static initializer, built with -ffunction-sections twice as it is (each in a folder of
+    its own), and once with its string changed: nvcc's temporary name is in its initializer's section names."""
+    nvcc = require(toolchains.nvcc(), "nvcc")
+    out = tmp_path_factory.mktemp("init")
+    flags = ["-c", "-arch=sm_80", "-O2", "-Xcompiler=-ffunction-sections,-fdata-sections"]
+    found = {}
+    for label, value in (("base", "op"), ("again", "op"), ("string", "oq")):
+        (out / label).mkdir()
+        (out / label / "init.cu").write_text(INIT.format(value=value))
+        found[label] = out / label / "init.o"
+        toolchains.run([nvcc, *flags, "init.cu", "-o", "init.o"], cwd=out / label)
+    return found
+
+
+def test_a_static_initializers_section_names_are_not_code(static_initializers: dict[str, Path]) -> None:
+    import oracle
+
+    base, again, string = (static_initializers[k] for k in ("base", "again", "string"))
+    assert b".text.startup._GLOBAL__sub_I_tmpxft_" in base.read_bytes()  # what this checks is there
+    assert _digests(again)[0] == _digests(base)[0]
+    assert oracle.snapshot(again).host == oracle.snapshot(base).host
+    assert _digests(string)[0] != _digests(base)[0]  # a real change to a string still shows
+    assert oracle.snapshot(string).host != oracle.snapshot(base).host
+
+
 def test_ptx_only_objects_have_per_entry_digests(digest_corpus: dict[str, Path]) -> None:
     """An object with only PTX (the JIT's input) is digested per entry: a body edit changes one."""
     _, kernels, whole = _digests(digest_corpus["base-ptx"])

@@ -3,7 +3,9 @@
 What ``tests/oracle.py`` compares as host code, the same noise normalised and
 nothing more: nvcc names its temporary files ``tmpxft_<pid>_<n>-...``, and that
 name lands in a host ``STT_FILE`` symbol (masked in the string table, at its
-length); and the device containers' place and size show in their symbols'
+length) and, with ``-ffunction-sections``, in the names of the sections of a
+file's static initializers (``.text.startup._GLOBAL__sub_I_tmpxft_...``:
+masked there too); and the device containers' place and size show in their symbols'
 values and sizes, which are device code's. The symbol table is digested as
 it is otherwise, so relocation entries (which name symbols by index) and
 symbols (which name sections by index) are digested as they are: the same
@@ -82,5 +84,6 @@ def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: 
             contents = whole[x.offset : x.offset + x.size]
         else:  # a larger file's, or past the end: the read's own check names it
             contents = blob.read(x.offset, x.size, f"section {x.name!r}")
-        feed(h, x.name, x.type, x.flags, x.entsize, x.size, contents)
+        name = TMPXFT.sub(MASKED, x.name) if b"tmpxft_" in x.name else x.name
+        feed(h, name, x.type, x.flags, x.entsize, x.size, contents)
     return h.hexdigest()

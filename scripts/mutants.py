@@ -847,7 +847,7 @@ MUTANTS = [
            "        return UNKNOWN", "    except (OSError, RecordingError, ValueError, OverflowError):\n"
            "        return STATIC", (AUDIT,)),
     Mutant("38.K2", "a setuid executable reads as dynamic", "recorder/native.py",
-           "        if st.st_mode & (stat.S_ISUID | stat.S_ISGID) or _capabilities(path):", "        if False:",
+           "        if mode & (stat.S_ISUID | stat.S_ISGID) or _capabilities(path):", "        if False:",
            (AUDIT, NATIVE)),
     Mutant("38.K3", "a program with no interpreter that names a driver reads as static", "recorder/native.py",
            "            return STATIC if not linked and _static(f) else UNKNOWN",

@@ -154,9 +154,11 @@ class Index:
 
     def __init__(self, records: dict[str, list[Image]]) -> None:
         self.images: dict[tuple[int, str], list[Image]] = {}
+        self.by_pid: dict[int, list[Image]] = {}  # every image of any process that had this pid
         for images in records.values():
             for image in images:
                 self.images.setdefault(image.process, []).append(image)
+                self.by_pid.setdefault(image.pid, []).append(image)
         self.children: dict[int, list[tuple[int, str]]] = {}
         for key in sorted(self.images, key=lambda k: self.first(k).ns):
             self.children.setdefault(self.first(key).ppid, []).append(key)
@@ -266,8 +268,8 @@ def _loaded(image: Image, chain: list[Image], index: Index) -> list[str]:
     One that forked to exec (as ``subprocess`` does, even when the exec failed) ran only its way there."""
     if image.how != "fork" or any(e.what == "exec" for i in chain for e in i.events):
         return image.libraries
-    inherited = [lib for key, images in index.images.items() if key[0] == image.ppid
-                 for parent in images if parent.ns <= image.ns for lib in parent.libraries]
+    inherited = [lib for parent in index.by_pid.get(image.ppid, ()) if parent.ns <= image.ns
+                 for lib in parent.libraries]
     return [*image.libraries, *inherited]
 
 

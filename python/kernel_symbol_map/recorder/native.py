@@ -122,14 +122,13 @@ def kind(path: str) -> str:
         return UNKNOWN
     # The same file (as its inode and times tell) is read once per process: a suite starts the same few
     # programs again and again, and a static one is scanned whole.
-    return _kind(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return _kind(path, st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @lru_cache(maxsize=1024)
-def _kind(path: str, *identity: int) -> str:
+def _kind(path: str, mode: int, *identity: int) -> str:
     try:
-        st = os.stat(path)
-        if st.st_mode & (stat.S_ISUID | stat.S_ISGID) or _capabilities(path):
+        if mode & (stat.S_ISUID | stat.S_ISGID) or _capabilities(path):
             return SETUID
         with open(path, "rb") as f:
             head = f.read(64)

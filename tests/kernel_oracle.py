@@ -15,10 +15,16 @@ through the relocations of its code and the ``.nv.callgraph``: calls and taken a
   ``.rel[a].text.<f>``, ``.nv.constant0.<f>``, ``.nv.info.<f>``, ``.nv.shared.<f>``...: contents,
   and size, type and flags from the section table, as a section with no data prints none), the
   records of the module's ``.nv.info`` that name it, and its symbols;
+* the constant banks its SASS reads (``c[0x4][...]`` in its ``Function`` block; ``cx[...]``: all),
+  when a bank holds no variable (``.nv.constant4``'s addresses, ``.nv.constant2``'s compiler
+  constants): the bank's contents, size and relocations;
+* nvcc's literals (``$str``, ``$str$1``, ``__unnamed_1`` in ``.nv.global.init``) that its
+  relocations or its banks' relocations name: each literal's bytes, sliced from the section's
+  printed words at its symbol's value and size;
 * and the module's data, folded into every kernel of the image: every other section (the
-  ``.nv.constant<N>`` banks of ``__constant__`` variables and compiler constants,
-  ``.nv.global.init``, ``.nv.global``...), the symbols of data objects, the common resource usage,
-  the image's headers.
+  ``.nv.constant<N>`` banks of ``__constant__`` variables, the rest of ``.nv.global.init`` by
+  symbol, ``.nv.global``...), the symbols of data objects, the image's headers. The common resource
+  usage (``GLOBAL:``, ``CONSTANT[4]:``) is not: it sums the sizes of sections listed on their own.
 
 Left out, as not code: notes (``.note.nv.*``: the tools' names and command lines), debug sections
 (``.debug_*``, ``.nv_debug_*`` and their relocations), the string tables (names are read where they
@@ -228,8 +234,21 @@ def _cubin(header: str, body: str) -> tuple[list[str], dict[str, list[str]], dic
     module.append(elf_part.strip().splitlines()[0] if elf_part.strip() else "")  # 64-bit ELF: type=..., sm=...
     edges: dict[str, set[str]] = {f: set() for f in functions}
 
+    # Banks that hold no variable, read only by the code that names them; nvcc's literals in .nv.global.init.
+    held = {s.ndx for s in symbols if s.type != "SECTION" and s.name != "(null)"}
+    banks = {name: f"bank:{int(m.group(1))}" for i, name in sections.items()
+             if (m := regex.fullmatch(r"\.nv\.constant(\d+)", name)) and i not in held}
+    init = next((i for i, n in sections.items() if n == ".nv.global.init"), None)
+    literals = {s.name: f"lit:{s.name}" for s in symbols
+                if s.ndx == init and s.type == "OBJECT" and regex.fullmatch(r"\$str(\$\d+)?|__unnamed_\d+", s.name)}
+    reached = {**{f: f for f in functions}, **literals}  # what a relocation's symbol is an edge to
+
     def owner(name: str) -> str | None:
-        """The function a section belongs to: the longest function name it ends with, after a dot."""
+        """The function a section belongs to: the longest function name it ends with, after a dot; a
+        bank's (and its relocations'), its bank."""
+        for prefix in ("", ".rel", ".rela"):
+            if name.startswith(prefix) and name[len(prefix):] in banks:
+                return banks[name[len(prefix):]]
         best = None
         for f in functions:
             if name.endswith("." + f) and (best is None or len(f) > len(best)):
@@ -248,12 +267,18 @@ def _cubin(header: str, body: str) -> tuple[list[str], dict[str, list[str]], dic
         line = f"sym {s.name} {s.type} {s.bind} {s.vis} {s.other} {where} {s.value} {s.size}"
         if s.type == "SECTION" or s.name == "(null)":
             continue
+        if s.ndx == init and init is not None:  # by name: where it starts, and how long, are its bytes'
+            line = f"sym {s.name} {s.type} {s.bind} {s.vis} {s.other} {where}"
+            (parts.setdefault(literals[s.name], []) if s.name in literals else module).append(line)
+            continue
         f = s.name if s.type == "FUNC" else owner(where)
         (parts[f] if f else module).append(line)
 
     for name, row in rows.items():  # sizes: a section with no data (.nv.shared.<f>, .nv.global) prints none
         if name not in PARSED and not name.startswith((".nv.info", ".rel")) and not any(w in name for w in NOT_CODE):
             f = owner(name)
+            if name == ".nv.global.init":
+                row = " ".join(row.split()[2:])  # not its size: its symbols' bytes are listed on their own
             (parts.setdefault(f, []) if f else module).append(f"section {name} {row}")
     for name, lines in contents.items():
         if name in (".strtab", ".shstrtab", ".symtab") or any(w in name for w in NOT_CODE):
@@ -272,6 +297,9 @@ def _cubin(header: str, body: str) -> tuple[list[str], dict[str, list[str]], dic
                 parts.setdefault(f, []).append(f"prototype {m.group(2)}")
             continue
         f = owner(name)
+        if name == ".nv.global.init":
+            _global_init(lines, rows[name], symbols, init, literals, parts, module)
+            continue
         if name.startswith((".rel.", ".rela.")):
             target = parts.setdefault(f, []) if f else module
             for line in lines:
@@ -279,8 +307,8 @@ def _cubin(header: str, body: str) -> tuple[list[str], dict[str, list[str]], dic
                 if not fields:
                     continue
                 target.append(f"{name} " + " ".join(fields))
-                if f and len(fields) >= 3 and fields[1] in functions:
-                    edges[f].add(fields[1])
+                if f and len(fields) >= 3 and fields[1] in reached:
+                    edges.setdefault(f, set()).add(reached[fields[1]])
             continue
         if name.startswith(".nv.info"):
             for record in RECORD.split("\n".join(lines))[1:]:
@@ -297,8 +325,10 @@ def _cubin(header: str, body: str) -> tuple[list[str], dict[str, list[str]], dic
             current = m.group(1)
             continue
         if line.strip() == "Common:":
-            current = None
+            current = "(common)"
             continue
+        if current == "(common)":
+            continue  # the sum of sections' sizes, each listed on its own
         if line.strip():
             (parts.setdefault(current, []) if current else module).append("res " + line.strip())
 
@@ -310,9 +340,30 @@ def _cubin(header: str, body: str) -> tuple[list[str], dict[str, list[str]], dic
         block = listing[m.end():end]
         _check_calls(f, block)
         parts.setdefault(f, []).append("sass" + block)
+        read = {int(n, 16) for n in regex.findall(r"\bc\[0x([0-9a-f]+)\]", block)}
+        for section, bank in banks.items():
+            if "cx[" in block or int(section[len(".nv.constant"):]) in read:
+                edges.setdefault(f, set()).add(bank)
 
     kernels = {s.name for s in symbols if s.type == "FUNC" and "ENTRY" in s.other.split(",") and s.ndx != 0}
     return module, parts, {k: _reach(k, edges) for k in kernels}
+
+
+def _global_init(lines: list[str], row: str, symbols: list[_Symbol], init: int | None, literals: dict[str, str],
+                 parts: dict[str, list[str]], module: list[str]) -> None:
+    """``.nv.global.init``'s printed words as bytes (little-endian, cut at the section's size): each symbol's
+    bytes its literal's node's, or the module's by its name; the bytes no symbol holds the module's."""
+    size = int(row.split()[1], 16)
+    data = b"".join(int(w, 16).to_bytes(4, "little") for line in lines for w in line.split())[:size]
+    covered = bytearray(len(data))
+    for s in symbols:
+        if s.ndx != init or s.type == "SECTION":
+            continue
+        start, length = int(s.value, 16), int(s.size, 16)
+        covered[start:start + length] = b"\1" * len(data[start:start + length])
+        line = f"data {s.name} {data[start:start + length].hex()}"
+        (parts.setdefault(literals[s.name], []) if s.name in literals else module).append(line)
+    module.append("data gaps " + bytes(b for b, c in zip(data, covered) if not c).hex())
 
 
 def _info_record(record: str, symbol_name) -> tuple[str | None, str]:  # type: ignore[no-untyped-def]
@@ -405,10 +456,12 @@ PTX_FUNCTION = regex.compile(r"(?m)^[ \t]*(?:\.(?:visible|weak|extern)[ \t]+)*\.
 PTX_LINES = regex.compile(r"(?m)^[ \t]*\.(?:loc|file)\b[^\n]*$")  # line information: not code
 PTX_DEBUG = regex.compile(r"(?ms)^[ \t]*\.section[ \t]+\.debug\w*[ \t]*\{.*?^[ \t]*\}")
 TOKEN = regex.compile(r"[A-Za-z_$][\w$]*")
+PTX_LITERAL = regex.compile(r"\.global\s+(?:\.align\s+\d+\s+)?\.b8\s+(\$str(?:\$\d+)?|__unnamed_\d+)\[")
 
 
 def _ptx(header: str, body: str) -> tuple[list[str], dict[str, list[str]], dict[str, set[str]]]:
-    """Each .entry: the module outside function bodies, its own text, and every .func it names, transitively."""
+    """Each .entry: the module outside function bodies, its own text, and every .func and nvcc literal it
+    names, transitively."""
     module = [line for line in header.splitlines() if line.strip()]
     body = PTX_LINES.sub("", PTX_DEBUG.sub("", body))
     items: dict[str, str] = {}
@@ -430,8 +483,17 @@ def _ptx(header: str, body: str) -> tuple[list[str], dict[str, list[str]], dict[
             outside.append(body[m.start():end])
         pos = end
     outside.append(body[pos:])
-    module += [line.strip() for line in "".join(outside).splitlines() if line.strip()]
+    for line in (line.strip() for line in "".join(outside).splitlines()):
+        literal = PTX_LITERAL.match(line)
+        if literal:  # nvcc's literal: the functions that name it reach it
+            items[literal.group(1)] = line
+        elif line:
+            module.append(line)
     edges = {f: {t for t in TOKEN.findall(text) if t in items and t != f} for f, text in items.items()}
+    named = {t for found in edges.values() for t in found}
+    for name in [n for n in items if PTX_LITERAL.match(items[n]) and n not in named]:
+        module.append(items.pop(name))  # no function names it: every entry's
+        edges.pop(name)
     parts = {f: [line.strip() for line in text.splitlines() if line.strip()] for f, text in items.items()}
     return module, parts, {e: _reach(e, edges) for e in entries}
 

@@ -15,7 +15,11 @@ Noise, and only noise, is normalised, each shown by compiling twice:
 nvcc names its temporary files ``tmpxft_<pid>_<n>-...`` and that name lands
 in a host ``STT_FILE`` symbol and, with ``-ffunction-sections``, in the names
 of a file's static-initializer sections (tests/test_digests.py,
-``test_a_static_initializers_section_names_are_not_code``).
+``test_a_static_initializers_section_names_are_not_code``); debug information
+(``.debug_*``, what ``-g`` adds, with the temporary name in it) and a build id
+are no code. The build's folder is not: a snapshot is compared with one of the
+same folder (tests/test_two_folders.py builds the change where its truth's base
+was built).
 Section layout (offsets, sizes of the device containers in symbol sizes) is
 not compared: sections are compared by name and contents, symbols and
 relocations by what they name.
@@ -40,6 +44,7 @@ from kernel_symbol_map.readers.devicecode import CUDA_SECTIONS, HIP_BUNDLE_SECTI
 from kernel_symbol_map.readers.elf import ElfFile
 
 TMPXFT = regex.compile(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")
+NOT_CODE = (".debug_", ".zdebug_", ".gnu_debuglink", ".note.gnu.build-id")
 
 
 def _device_section(name: str) -> bool:
@@ -87,10 +92,12 @@ def _host(elf: ELFFile) -> str:
             h.update(repr((name, s["st_info"]["type"], s["st_info"]["bind"], where,
                            0 if device else s["st_value"], 0 if device else s["st_size"])).encode())
     for section in elf.iter_sections():
-        if section.name in (".symtab", ".strtab", ".shstrtab") or _device_section(section.name):
+        if section.name in (".symtab", ".strtab", ".shstrtab") or _device_section(section.name) or \
+                section.name.startswith(NOT_CODE):
             continue
         if isinstance(section, RelocationSection):
-            if _device_section(names.get(section["sh_info"], "")):
+            target = names.get(section["sh_info"], "")
+            if _device_section(target) or target.startswith(NOT_CODE):
                 continue
             for r in section.iter_relocations():
                 i = r["r_info_sym"]

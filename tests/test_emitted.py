@@ -38,7 +38,7 @@ def _object(source: str, symbols: list[str], deps: list[str], host: str, code: l
 
 def _map(objects: list[dict[str, Any]], commit: str = BASE, **extra: Any) -> dict[str, Any]:
     return {"version": 1, "commit": commit, "cuda": "13.0", "generated_at": "", "build_dirs": ["$BUILD"],
-            "incomplete": False, "errors": [], "objects": objects, "stats": {}, "backend": "cuda", "digests": 1,
+            "incomplete": False, "errors": [], "objects": objects, "stats": {}, "backend": "cuda", "digests": 2,
             "toolchain": dict(TOOLCHAIN), "configure_inputs": ["CMakeLists.txt"], **extra}
 
 
@@ -321,7 +321,7 @@ def test_merge_keeps_digests_only_when_every_shard_has_them_and_unites_toolchain
 
     a, b = base_map(), base_map()
     b["objects"] = [_object("csrc/shard.cu", ["s0"], [], "h-shard", ["s0d"])]
-    assert mapformat.merge([a, b], ["a", "b"])["digests"] == 1
+    assert mapformat.merge([a, b], ["a", "b"])["digests"] == 2
     b["toolchain"] = {"CUDA": "NVIDIA 12.8.93"}
     assert mapformat.merge([a, b], ["a", "b"])["toolchain"]["CUDA"] == "NVIDIA 12.8.93, NVIDIA 13.0.88"
     del b["digests"]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import regex
 
+from .._graph import reachable
 from .._statefile import memoised
 from .._version import __version__
 from ..errors import BuildTreeError
@@ -80,6 +81,9 @@ class BuildTree:
     unmapped: tuple[thirdparty.CustomCompile, ...] = ()  # custom commands that compile outside the model
     rule_outputs: frozenset[str] = frozenset()  # every file a build rule makes (absolute, normalised)
     toolchain: dict[str, str] = field(default_factory=dict)  # language -> "<compiler id> <version>"
+    # Target -> the file names of the linked artefacts its objects end up in (a library's or executable's
+    # own; a static or object library's, those of what links it); None: not known (no file-API reply).
+    artefacts: dict[str, tuple[str, ...]] | None = None
 
 
 @dataclass
@@ -207,7 +211,29 @@ def load(
         unmapped=tuple(thirdparty.custom_compiles(build_dir, generator, manifest, statements)),
         config=config,
         toolchain=_toolchain(build_dir, cache),
+        artefacts=_artefacts(reply, compiling) if reply is not None else None,
     )
+
+
+LINKED = frozenset({"SHARED_LIBRARY", "MODULE_LIBRARY", "EXECUTABLE"})  # what a process loads
+
+
+def _artefacts(reply: fileapi.Reply, compiling: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """Each compiling target's linked artefacts, by file name: a shared or module library's or an
+    executable's own (its artifacts and name on disk); a static or object library's, those of every target
+    that depends on it, transitively (dependencies are the file API's: links, object libraries and manual
+    ones, so never too few)."""
+    own = {t.name: {os.path.basename(a.path) for a in t.artifacts if not a.path.endswith((".lib", ".a"))}
+           | ({t.nameOnDisk} if t.nameOnDisk else set()) for t in reply.targets if t.type in LINKED}
+    dependents: dict[str, set[str]] = defaultdict(set)
+    for target, deps in reply.dependencies().items():
+        for d in deps:
+            dependents[d].add(target)
+    found = {}
+    for target in compiling:
+        users = {target} if target in own else reachable(dependents, {target})
+        found[target] = tuple(sorted({name for u in users for name in own.get(u, ())}))
+    return found
 
 
 def _toolchain(build_dir: Path, cache: dict[str, str]) -> dict[str, str]:

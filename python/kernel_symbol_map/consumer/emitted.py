@@ -63,7 +63,8 @@ def unusable(base: Sequence[KernelMap], new: Sequence[KernelMap]) -> tuple[str, 
         for m in kmaps:
             scheme = m.document.get("digests")
             if scheme != map_digests.SCHEME:
-                what = "no digests (a map written before issue 27)" if scheme is None else f"digests of scheme {scheme}"
+                what = "no digests (a map from a version that wrote none)" if scheme is None else \
+                    f"digests of scheme {scheme} (this version compares scheme {map_digests.SCHEME})"
                 return NO_DIGESTS, f"the {side} map {m.where or ''} holds {what}".replace("  ", " ")
             for o in m.objects:
                 gap = _undigested(o)

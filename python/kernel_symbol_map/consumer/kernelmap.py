@@ -133,6 +133,11 @@ class KernelMap:
         return tuple(self.document.get("only_targets", ()))
 
     @property
+    def artefacts(self) -> dict[str, list[str]] | None:
+        """Target -> the file names of the libraries and executables its objects end up in; None: unknown."""
+        return self.document.get("artefacts")
+
+    @property
     def target_links(self) -> dict[str, list[str]]:
         """Target -> the mapped targets it depends on directly (links, object libraries)."""
         return self.document.get("target_links", {})

@@ -37,6 +37,7 @@ from ..errors import KernelSymbolMapError
 from ..mapformat import is_full_sha, plainjson
 from . import emitted
 from .kernelmap import KernelMap, Link, Reach
+from .hostscope import LIBRARIES, HostScope
 from .perfile import PerFile, Verdict
 from .pythonfiles import PythonTree
 from .recordings import Recording, Unreadable
@@ -155,6 +156,8 @@ class Options:
     external_kernels: tuple[str, ...] = ()  # regexes of kernels from outside the project (torch, cuBLAS)
     per_file: bool = True  # each file the map does not clear decided on its own (False: any one runs everything)
     source_root: Path | None = None  # the checkout: changed Python files are read (and git asked) there
+    host_scope: str = LIBRARIES  # output mode: a host change reaches the tests that loaded it (or, "kernels",
+    # the tests that launched its object's kernels)
 
 
 def select(
@@ -352,22 +355,25 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     if undecided:
         return _with_verdicts(_in_output_mode(fallback(*_everything_for(undecided), files), None), verdicts)
     found = emitted.compare(base, new)
-    host_only = [h for h in found.hosts if not h.kernels]
-    if host_only:
-        h = host_only[0]
-        return _with_verdicts(_in_output_mode(fallback(
-            HOST_CHANGED, f"the host code of {len(host_only)} objects with no kernels differs, e.g. {h.object} "
-            f"(from {h.source}, {h.how}): any test may call it", files), found), verdicts)
+    scope = HostScope([*base, *new], tests, recordings, options.host_scope, options.rules, options.canonical)
+    reaches = [(h, scope.reach(h)) for h in found.hosts]
+    everyone = [r.everything for _, r in reaches if r.everything]
+    if everyone:
+        more = f" (and {len(everyone) - 1} more host changes)" if len(everyone) > 1 else ""
+        return _with_verdicts(_in_output_mode(fallback(HOST_CHANGED, everyone[0] + more, files), found), verdicts)
     reached = {k: f"its device code {how}" for k, how in found.kernels.items()}
-    for h in found.hosts:
-        for k in sorted(h.kernels):
+    named = _named(verdicts)
+    for h, r in reaches:
+        for k in sorted(r.kernels):
             reached.setdefault(k, f"the host code of {h.object} (from {h.source}) {h.how}")
+        for test, why in r.tests.items():
+            named.setdefault(test, why)
     for k, why in found.linked.items():
         reached.setdefault(k, why)
     widened = frozenset()
     if options.whole_target:
         widened = _whole_targets([*base, *new], {h.target for h in found.hosts}) - reached.keys()
-    decisions = _decisions(base, tests, recordings, unreadable, options, reached, widened, _named(verdicts),
+    decisions = _decisions(base, tests, recordings, unreadable, options, reached, widened, named,
                            _rules_only(verdicts))
     return _in_output_mode(Selection(decisions, files=files, changed=list(changed), verdicts=verdicts), found)
 

@@ -8,6 +8,7 @@ error?}]``, ``stats`` and ``reason``. Added fields (consumers ignore them):
 ``deps_from``, ``only_targets`` and ``all_targets`` (a map of a subset of
 targets, and what the whole build has), ``excluded_targets`` (never built:
 EXCLUDE_FROM_ALL), ``target_links`` (target -> the targets it depends on),
+``artefacts`` (target -> the libraries and executables its objects end up in),
 ``configure_inputs`` (files the configure read: never clearable), and per
 object ``archs`` (and ``device_link`` on device-link objects, ``deps_from``
 where deps came another way than the compiler's depfile).
@@ -230,6 +231,12 @@ def _union_fields(merged: dict[str, Any], documents: list[dict[str, Any]]) -> No
             links.setdefault(target, set()).update(deps)
     if links:
         merged["target_links"] = {t: sorted(v) for t, v in sorted(links.items())}
+    if documents and all("artefacts" in d for d in documents):  # one shard without them: unknown
+        artefacts: dict[str, set[str]] = {}
+        for d in documents:
+            for target, names in d["artefacts"].items():
+                artefacts.setdefault(target, set()).update(names)
+        merged["artefacts"] = {t: sorted(v) for t, v in sorted(artefacts.items())}
     unmapped = {json.dumps(u, sort_keys=True): u for d in documents for u in d.get("unmapped_targets", [])}
     if unmapped:
         merged["unmapped_targets"] = [unmapped[k] for k in sorted(unmapped)]

@@ -31,7 +31,7 @@ import hashlib
 
 from ..errors import MapError
 
-SCHEME = 1
+SCHEME = 2
 
 
 @dataclass(frozen=True)

@@ -216,8 +216,8 @@ MAP = _record(
      "tool": STRING, "reader": _one_of("native", "cuobjdump"), "pairing": STRING, "deps_from": STRING,
      "notes": _list_of(TEXT), "config": STRING, "only_targets": STRINGS, "all_targets": STRINGS,
      "excluded_targets": STRINGS, "configure_inputs": STRINGS, "third_party": STRINGS,
-     "target_links": _mapping_of(STRINGS), "unmapped_targets": _list_of(UNMAPPED),
-     "tracked_files_unknown": BOOLEAN, "digests": _one_of(1), "toolchain": _mapping_of(STRING)},
+     "target_links": _mapping_of(STRINGS), "artefacts": _mapping_of(STRINGS), "unmapped_targets": _list_of(UNMAPPED),
+     "tracked_files_unknown": BOOLEAN, "digests": _one_of(1, 2), "toolchain": _mapping_of(STRING)},
 )
 
 

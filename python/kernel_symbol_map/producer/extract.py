@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections import Counter
@@ -32,6 +33,7 @@ from ..readers.devicecode import (
     read_kernels,
 )
 from ..readers.elf import EM_AMDGPU, EM_CUDA, ElfFile, is_elf
+from ..readers.folders import NONE, Folders
 from ..readers.hostdigest import host_digest
 from ..readers.sizes import BITCODE, images, merged
 from .cache import ObjectCache
@@ -72,7 +74,8 @@ Read = tuple[Result, Sizes, Digests | None]
 _DEVICE_SECTIONS = frozenset(n.encode() for n in (*CUDA_SECTIONS, HIP_SECTION, OFFLOADING_SECTION))
 
 
-def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options) -> dict[Path, Read]:
+def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options, folders: Folders = NONE
+              ) -> dict[Path, Read]:
     """Each object's Result, sizes and digests: from its tree's cache when its stat key holds, else read
     (and remembered)."""
     found: dict[Path, Read] = {}
@@ -86,7 +89,7 @@ def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options) 
         else:
             todo.append((obj, key, cache))
     paths = [t[0] for t in todo]
-    read = partial(_read_and_measure, options.read)
+    read = partial(_read_and_measure, options.read, folders=folders)
     if options.jobs > 1 and len(paths) > 1:
         with ProcessPoolExecutor(options.jobs) as pool:
             results = list(pool.map(read, paths, chunksize=max(1, len(paths) // (4 * options.jobs))))
@@ -100,7 +103,7 @@ def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options) 
     return found
 
 
-def _read_and_measure(read: Callable[[Path], Result], path: Path) -> Read:
+def _read_and_measure(read: Callable[[Path], Result], path: Path, folders: Folders = NONE) -> Read:
     """The object's kernels (with ``read``: native or cuobjdump), and its images' sizes and digests (always
     native), in one walk of its device code.
 
@@ -111,13 +114,14 @@ def _read_and_measure(read: Callable[[Path], Result], path: Path) -> Read:
 
     With the native reader the object is opened once, with a memo, so its
     images are decompressed once for the kernels, the sizes and the digests
-    (issue 29); another reader (cuobjdump) reads the file its own way first.
+    (issue 29); another reader (cuobjdump) reads the file its own way first. ``folders``: where the build
+    ran, masked in the digests (two clean builds of one commit in two folders give the same ones).
     """
     if read is read_kernels:
         try:
             with OpenFile(path, memo=True) as blob:
                 result = read_blob(blob)
-                return (result, {}, None) if result.error is not None else _measured(blob, result)
+                return (result, {}, None) if result.error is not None else _measured(blob, result, folders)
         except FormatError as e:  # the file cannot be opened: read_kernels says the same
             return failed(os.fspath(path), e), {}, None
     result = read(path)
@@ -125,16 +129,16 @@ def _read_and_measure(read: Callable[[Path], Result], path: Path) -> Read:
         return result, {}, None
     try:
         with OpenFile(path) as blob:
-            return _measured(blob, result)
+            return _measured(blob, result, folders)
     except FormatError:
         return result, {}, None
 
 
-def _measured(blob: Blob, result: Result) -> Read:
+def _measured(blob: Blob, result: Result, folders: Folders = NONE) -> Read:
     """``result`` with the sizes and digests of the file open as ``blob``; none when they cannot be taken."""
     try:
-        host = _host_digest(blob)
-        found = tuple(images(blob, digests=True)) if result.device else ()
+        host = _host_digest(blob, folders)
+        found = tuple(images(blob, digests=True, folders=folders)) if result.device else ()
     except FormatError:
         return result, {}, None
     sizes = merged([(i.arch, i.record()) for i in found if i.kind != BITCODE])
@@ -142,14 +146,14 @@ def _measured(blob: Blob, result: Result) -> Read:
     return result, sizes, map_digests.pack(result.symbols, digested, host)
 
 
-def _host_digest(blob: Blob) -> str | None:
+def _host_digest(blob: Blob, folders: Folders = NONE) -> str | None:
     """The digest of an object's host code; None for an input with no host ELF (an archive, a cubin)."""
     if not is_elf(blob):
         return None
     elf = ElfFile(blob)
     if elf.machine in (EM_CUDA, EM_AMDGPU):
         return None
-    return host_digest(elf, _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode())
+    return host_digest(elf, _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode(), folders)
 
 
 class DepSpellings(dict[str, tuple[str, ...]]):
@@ -255,11 +259,16 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     mirrors = Mirrors(options.mirrors)
     dep_spellings = DepSpellings(lambda d: spellings(mirrors.resolve(d)[0]))
 
-    tool = f"{__version__}/{options.backend}"
+    # Where the build ran, as its strings spell it: the source root, each build folder, each fetched
+    # dependency's, by its role (so the same role in another checkout masks alike).
+    roles = {str(root): "source", **{f: f"build{i}" for i, f in enumerate(folders)},
+             **{folder: f"dep:{name}" for name, folder in sorted(deps.items())}}
+    masks = Folders(roles)
+    tool = f"{__version__}/{options.backend}/{hashlib.sha256(masks.key().encode()).hexdigest()[:16]}"
     caches = {t.build_dir: ObjectCache(t.build_dir, tool, log) for t in trees} if options.use_cache else {}
     results = _read_all(
         [(o.object, caches.get(t.build_dir)) for t in trees for o in t.objects
-         if not o.error and not o.precompiled_header], options
+         if not o.error and not o.precompiled_header], options, masks
     )
     objects = []
     tracked = tracked_files(root) if trees else frozenset()
@@ -318,6 +327,15 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     # What the configure read (CMakeLists, configure_file inputs): a change to one may change any object.
     document["configure_inputs"] = sorted({r for t in trees for p in t.configure_inputs
                                            if not os.path.isabs(r := relative(p)) and not r.startswith("$")})
+    if trees and all(t.artefacts is not None for t in trees):  # which files a test's process loads hold which code
+        artefacts: dict[str, set[str]] = {}
+        for tree in trees:
+            for target, names in (tree.artefacts or {}).items():
+                artefacts.setdefault(target, set()).update(names)
+        document["artefacts"] = {t: sorted(n) for t, n in sorted(artefacts.items())}
+    elif trees:
+        notes.append("no file-API reply: which library or executable each target is linked into is unknown, "
+                     "so a host change reaches the tests that launched its object's kernels (select --host-scope)")
     links = {t: sorted(d) for tree in trees for t, d in tree.links.items()}
     if links:  # which targets each target depends on (links, object libraries): --whole-target follows them
         document["target_links"] = dict(sorted(links.items()))

@@ -12,12 +12,30 @@ by an address, an offset between sections or a symbol's index:
 * the nodes of the device functions it calls or whose address it takes,
   transitively, found through relocations and ``.nv.callgraph``
   (separately compiled code, ``-rdc``, and device-linked images);
+* the **constant banks it reads** that hold no variable (``.nv.constant4``,
+  the addresses of the strings an ``assert`` or ``printf`` passes, with its
+  relocations; ``.nv.constant2``, the compiler's constants), found in its
+  machine code: on the
+  architectures whose encoding was checked against ``cuobjdump -sass``
+  (:data:`BANK_ENCODING`) an instruction's constant operand names its bank
+  in bits 54-58; elsewhere every kernel reads every bank;
+* the **literals it reaches**: nvcc's string pool in ``.nv.global.init``
+  (``$str``, ``$str$1``, ``__unnamed_1``: names no source can spell), each
+  by its contents, through the relocations of the code and banks that
+  reach it. The build's folders (:mod:`.folders`) are masked in them: a
+  device ``assert`` prints ``__FILE__``, an absolute path;
 * the **module**: the ELF header, and every section, symbol, relocation,
-  attribute or frame record that no function owns (``__constant__`` banks,
-  ``.nv.global.init``, the toolkit's notes), folded into every kernel.
-  So is every device function that no kernel is known to reach, whose address a
-  module section holds, or, when some call's target is unknown (an indirect
-  call), every device function.
+  attribute or frame record that no function, bank or literal owns (the
+  user's ``__device__`` data, whose address the host can hand any kernel,
+  the toolkit's notes), folded into every kernel. So is every device function,
+  bank or literal that no kernel is known to reach, or whose address a module
+  section holds, with what it reaches, or, when some call's target is unknown
+  (an indirect call), every device function.
+
+``.nv.global.init`` is digested symbol by symbol, by name and contents,
+never by offset: code reaches it only through relocations, which name a
+symbol (or the section and an offset, which then shows), so a longer path in
+one string, which moves the others, changes no digest.
 
 Debug information is left out (``.debug_line``, ``.nv_debug_*``: what
 ``-lineinfo`` and ``-G`` add, with the sources' mtimes in its file table):
@@ -31,7 +49,7 @@ each code) on nvcc 13.0 cubins, whole-program, ``-rdc`` and device-linked.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 import hashlib
 import pickle
 import re
@@ -42,6 +60,8 @@ from .._graph import reachable
 from ._digest import DIGEST_BYTES
 from .cubinsections import Namer
 from .cuda import STO_CUDA_ENTRY
+from .devicecode import cubin_arch
+from .folders import NONE, Folders
 from .elf import (
     EM_CUDA,
     SHF_EXECINSTR,
@@ -52,6 +72,7 @@ from .elf import (
     SHT_RELA,
     SHT_SYMTAB,
     STT_FUNC,
+    STT_OBJECT,
     STT_SECTION,
     ElfFile,
     Header,
@@ -59,6 +80,15 @@ from .elf import (
 )
 
 MODULE = ""  # the node of what no function owns
+GLOBAL_INIT = b".nv.global.init"  # initialised global data: user variables and nvcc's string pool
+BANK = re.compile(rb"\.nv\.constant(\d+)")  # a module's constant bank (a kernel's own is .nv.constant0.<k>)
+POOLED = re.compile(r"\$str(?:\$\d+)?|__unnamed_\d+")  # nvcc's literals: no source can name them
+# Where an instruction's constant operand names its bank (bits 54-58 of its first 64-bit word) on the
+# architectures checked against cuobjdump -sass: every c[<bank>] it prints was found so, none missed.
+BANK_ENCODING = frozenset({"sm_75", "sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm_103",
+                           "sm_110", "sm_120", "sm_121"})
+_BANK_LOW = bytes(b >> 6 for b in range(256))  # byte 6's top two bits: the bank's bits 0-1
+_BANK_HIGH = bytes((b & 0x07) << 2 for b in range(256))  # byte 7's low three bits: the bank's bits 2-4
 NV_INFO = b".nv.info"
 CALLGRAPH = b".nv.callgraph"
 DEBUG_FRAME = b".debug_frame"  # digested: nvcc writes it for every build, and it follows the code
@@ -162,6 +192,57 @@ class _Cubin(CubinSymbols):
         else:
             self.__dict__.update(symbols.__dict__)
         self.raw = elf.blob.read(0, elf.blob.size, "cubin")  # sliced per section: one read, not one each
+        self._data()
+
+    def _data(self) -> None:
+        """The module's banks and literals as nodes of their own: which section is which bank's, which
+        symbols are in ``.nv.global.init`` (by where they start) and which node each is, and what a
+        relocation naming a symbol reaches."""
+        owners = list(self.section_owner)
+        self.banks: dict[int, str] = {}  # bank number -> its node
+        self.literals: set[int] = set()  # .nv.global.init sections
+        # A bank that holds a variable (__constant__) stays the module's: the host may hand its address to
+        # any kernel. One of addresses (4) or of the compiler's constants (2) is read only where code reads it.
+        named = {r[3] for r in self.rows if r[1] & 0xF != STT_SECTION and r[3] != SHN_UNDEF}
+        for i, h in enumerate(self.headers):
+            if owners[i] != MODULE:
+                continue
+            bank = BANK.fullmatch(h.name)
+            if bank and i not in named:
+                owners[i] = self.banks[int(bank.group(1))] = f"[bank {int(bank.group(1))}]"
+            elif h.name == GLOBAL_INIT and h.type != SHT_NOBITS:
+                self.literals.add(i)
+        self.section_owner = owners  # this cubin's, banks added; the shared symbols' list is not changed
+        self.spans: dict[int, list[tuple[int, int, int]]] = {i: [] for i in self.literals}  # (start, end, symbol)
+        self.literal_nodes: dict[int, str] = {}  # symbol -> its node (a pooled literal's, else MODULE)
+        self.data_nodes: dict[int, list[str]] = {}  # symbol -> the bank or literals a reference to it reaches
+        pooled: dict[int, list[str]] = {i: [] for i in self.literals}
+        for index, (_, info, _, shndx, value, size) in enumerate(self.rows):
+            kind = info & 0xF
+            if shndx in self.literals and kind != STT_SECTION:
+                name = self.symbol_names[index]
+                node = f"[literal {name}]" if kind == STT_OBJECT and POOLED.fullmatch(name) else MODULE
+                self.literal_nodes[index] = node
+                if size:
+                    self.spans[shndx].append((value, value + size, index))
+                if node != MODULE:
+                    pooled[shndx].append(node)
+                    self.data_nodes[index] = [node]
+            elif 0 < shndx < len(owners) and owners[shndx].startswith("[bank "):
+                self.data_nodes[index] = [owners[shndx]]
+        for index, (_, info, _, shndx, _, _) in enumerate(self.rows):  # a section and an offset: all its literals
+            if info & 0xF == STT_SECTION and shndx in self.literals:
+                self.data_nodes[index] = pooled[shndx]
+        for found in self.spans.values():
+            found.sort()
+        self.pooled = {n for nodes in pooled.values() for n in nodes}
+        self.decodes_banks = cubin_arch(self.elf) in BANK_ENCODING
+
+    def literal_at(self, section: int, offset: int) -> int | None:
+        """The symbol of ``.nv.global.init`` section ``section`` whose bytes hold ``offset``, if one does."""
+        spans = self.spans[section]
+        k = bisect_right(spans, (offset, float("inf"))) - 1  # the last that starts at or before it
+        return spans[k][2] if k >= 0 and offset < spans[k][1] else None
 
     def node_of(self, function: str) -> str:
         """A function's node: the function its section is named for (nvcc clones callees into a kernel's
@@ -196,12 +277,13 @@ class _Cubin(CubinSymbols):
         return self.raw[h.offset : h.offset + h.size]
 
 
-def kernel_digests(elf: ElfFile, symbols: CubinSymbols | None = None) -> dict[str, str]:
+def kernel_digests(elf: ElfFile, symbols: CubinSymbols | None = None, folders: Folders = NONE) -> dict[str, str]:
     """Each kernel's digest (hex), for the kernels ``cuda.cubin_kernels`` lists; ``symbols``: ``elf``'s, if
-    they were parsed already."""
+    they were parsed already; ``folders``: the build's, masked in literals."""
     if elf.machine != EM_CUDA:
         raise elf.blob.error(f"cubin has e_machine {elf.machine}, expected {EM_CUDA} (CUDA)")
     cubin = _Cubin(elf, symbols)
+    banks = cubin.banks
     graph = _Graph()
     graph.add(MODULE, "elf", elf.ident, elf.type, elf.machine, elf.flags)
     relocations: dict[int, list[int]] = {}  # target section -> its relocation sections
@@ -223,11 +305,15 @@ def kernel_digests(elf: ElfFile, symbols: CubinSymbols | None = None) -> dict[st
             _info(cubin, graph, i, owner)
         elif h.name == CALLGRAPH:
             _callgraph(cubin, graph, i)
+        elif i in cubin.literals:
+            _global_init(cubin, graph, i, folders)
         else:
             registers = h.info >> 24 if h.flags & SHF_EXECINSTR else 0  # nvcc: sh_info = regs << 24 | symbol
             end = h.offset + h.size  # data(i), inlined where it is a slice
             contents = b"" if h.type == SHT_NOBITS else raw[h.offset : end] if end <= whole and h.size != 1 else cubin.data(i)
             graph.add(owner, "section", h.name, h.type, h.flags, h.addralign, h.entsize, registers, h.size, contents)
+            if registers or h.flags & SHF_EXECINSTR:
+                _reads_banks(cubin, graph, owner, contents, banks)
     count = len(cubin.headers)
     for target, sections in relocations.items():
         debug = 0 <= target < count and cubin.headers[target].name.startswith(DEBUG_PREFIXES)
@@ -235,6 +321,9 @@ def kernel_digests(elf: ElfFile, symbols: CubinSymbols | None = None) -> dict[st
             continue  # relocations of left-out debug information
         if debug:
             _debug_frame(cubin, graph, target, sections)
+        elif target in cubin.literals:
+            for r in sections:
+                _literal_relocations(cubin, graph, r)
         else:
             for r in sections:
                 _relocations(cubin, graph, r, owners[target] if 0 <= target < count else MODULE)
@@ -370,9 +459,69 @@ def _relocations(cubin: _Cubin, graph: _Graph, index: int, node: str) -> None:
     target = cubin.section_name(cubin.headers[index].info)
     for r in cubin.elf.relocations(cubin.elf.section_at(index)):
         graph.add(node, "reloc", target, r.offset, r.type, cubin.symbol_name(r.symbol), r.addend)
-        to = cubin.node_at(r.symbol)
-        if to is not None:
-            graph.edge(node, to)
+        _refers(cubin, graph, node, r.symbol)
+
+
+def _banks_read(code: bytes) -> bytes:
+    """The bank of each 128-bit instruction's constant operand, where it would be (bits 54-58): an
+    instruction without one gives whatever its bits hold there, read as a bank too (never one too few).
+    Sliced and combined as whole integers: at C speed, not an instruction at a time."""
+    count = len(code) // 16
+    low = code[6::16][:count].translate(_BANK_LOW)
+    high = code[7::16][:count].translate(_BANK_HIGH)
+    return (int.from_bytes(low, "little") | int.from_bytes(high, "little")).to_bytes(count, "little")
+
+
+def _reads_banks(cubin: _Cubin, graph: _Graph, owner: str, code: bytes, banks: dict[int, str]) -> None:
+    """An edge from the owner of machine code ``code`` to each module bank it reads: every bank where
+    the encoding is not one :data:`BANK_ENCODING` names."""
+    if not banks:
+        return
+    read = _banks_read(code) if cubin.decodes_banks else None
+    for number, node in banks.items():
+        if read is None or bytes((number,)) in read:
+            graph.edge(owner, node)
+
+
+def _global_init(cubin: _Cubin, graph: _Graph, index: int, folders: Folders) -> None:
+    """``.nv.global.init``: each symbol's bytes, ``folders`` masked, its node's (a pooled literal's, or the
+    module's); the bytes no symbol holds the module's, in order, without their offsets."""
+    h = cubin.headers[index]
+    data = cubin.data(index)
+    graph.add(MODULE, "section", h.name, h.type, h.flags, h.addralign, h.entsize)
+    gaps, covered = [], 0
+    for start, end, symbol in cubin.spans[index]:
+        if start > covered:
+            gaps.append(data[covered:start])
+        graph.add(cubin.literal_nodes[symbol], "literal", h.name, cubin.symbol_names[symbol],
+                  folders.mask(data[start:end]))
+        covered = max(covered, end)
+    gaps.append(data[covered:])
+    graph.add(MODULE, "gaps", h.name, *gaps)
+
+
+def _literal_relocations(cubin: _Cubin, graph: _Graph, index: int) -> None:
+    """Relocations of ``.nv.global.init`` (an address in initialised data): each by the symbol that holds
+    it and where in it, its node's, with an edge to what it names."""
+    target = cubin.headers[index].info
+    name = cubin.section_name(target)
+    for r in cubin.elf.relocations(cubin.elf.section_at(index)):
+        holder = cubin.literal_at(target, r.offset)
+        if holder is None:
+            node, where = MODULE, ("#", r.offset)
+        else:
+            node, where = cubin.literal_nodes[holder], (cubin.symbol_names[holder], r.offset - cubin.rows[holder][4])
+        graph.add(node, "reloc", name, *where, r.type, cubin.symbol_name(r.symbol), r.addend)
+        _refers(cubin, graph, node, r.symbol)
+
+
+def _refers(cubin: _Cubin, graph: _Graph, node: str, symbol: int) -> None:
+    """Edges from ``node`` to what a reference to ``symbol`` reaches: a function, a bank, literals."""
+    to = cubin.node_at(symbol)
+    if to is not None:
+        graph.edge(node, to)
+    for data in cubin.data_nodes.get(symbol, ()):
+        graph.edge(node, data)
 
 
 def _debug_frame(cubin: _Cubin, graph: _Graph, index: int, relocation_sections: list[int]) -> None:
@@ -452,8 +601,12 @@ def _symbols(cubin: _Cubin, graph: _Graph) -> None:
     referred to by name where they are used."""
     per_node: dict[str, list[tuple[object, ...]]] = {}
     headers, owners, limit = cubin.headers, cubin.section_owner, cubin._limit
-    for (_, info, other, shndx, value, size), name in zip(cubin.rows[1:], cubin.symbol_names[1:]):
-        if info & 0xF == STT_SECTION or shndx == SHN_UNDEF:
+    literals, literal_nodes = cubin.literals, cubin.literal_nodes
+    for index, ((_, info, other, shndx, value, size), name) in enumerate(zip(cubin.rows, cubin.symbol_names)):
+        if index == 0 or info & 0xF == STT_SECTION or shndx == SHN_UNDEF:
+            continue
+        if shndx in literals:  # by name, not where it starts or how long a path made it
+            per_node.setdefault(literal_nodes[index], []).append((name, info, other, headers[shndx].name.decode(errors="replace")))
             continue
         if shndx < limit:  # defined: its section by name, decoded anew for each symbol (see _dumps)
             where, node = headers[shndx].name.decode(errors="replace"), owners[shndx]
@@ -481,9 +634,11 @@ def _digests(cubin: _Cubin, graph: _Graph) -> dict[str, str]:
     kernel_nodes = {node_of[k] for k in cubin.kernels}
     reached = reachable(graph.edges, kernel_nodes)
     devices = set(node_of.values()) - kernel_nodes - {MODULE}
-    folded = graph.folded | (devices - reached)  # no kernel is known to reach them: every kernel may
+    others = devices | set(cubin.banks.values()) | cubin.pooled
+    seeds = graph.folded | (others - reached)  # no kernel is known to reach them: every kernel may
     if graph.unknown_call:
-        folded |= devices
+        seeds |= devices
+    folded = reachable(graph.edges, seeds)  # with what they reach
     module = hashlib.blake2b(digest(MODULE), digest_size=16)
     for node in sorted(folded - {MODULE}):
         module.update(_part(node, digest(node)))

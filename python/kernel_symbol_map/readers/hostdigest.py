@@ -1,33 +1,55 @@
-"""An object's host-code digest: every section but the device-code containers (issue 27).
+"""An object's host-code digest: every section but the device-code containers and debug information.
 
-What ``tests/oracle.py`` compares as host code, the same noise normalised and
-nothing more: nvcc names its temporary files ``tmpxft_<pid>_<n>-...``, and that
-name lands in a host ``STT_FILE`` symbol (masked in the string table, at its
-length) and, with ``-ffunction-sections``, in the names of the sections of a
-file's static initializers (``.text.startup._GLOBAL__sub_I_tmpxft_...``:
-masked there too); and the device containers' place and size show in their symbols'
-values and sizes, which are device code's. The symbol table is digested as
-it is otherwise, so relocation entries (which name symbols by index) and
-symbols (which name sections by index) are digested as they are: the same
-tables give them the same meaning.
-Section offsets are layout, never compared.
+What ``tests/oracle.py`` compares as host code, with what is provably noise
+normalised and nothing more, so that two clean builds of one commit, in two
+folders, give one digest:
+
+* nvcc names its temporary files ``tmpxft_<pid>_<n>-...``, and that name lands
+  in a host ``STT_FILE`` symbol (masked in the string table, at its length),
+  with ``-ffunction-sections`` in the names of the sections of a file's static
+  initializers (``.text.startup._GLOBAL__sub_I_tmpxft_...``), and in strings;
+* the build's folders in string literals (``__FILE__``, :mod:`.folders`): a
+  string section (``.rodata.str1.1``) is digested as its strings, masked, and
+  a relocation that points into it by which string and where in it, not by
+  the section offset that a longer path moves;
+* debug information (``.debug_*``, what ``-g`` adds, with the folders in it)
+  and a build id: no instruction reads them;
+* the device containers' place and size show in their symbols' values and
+  sizes, which are device code's.
+
+The symbol table is digested as it is otherwise, so relocation entries (which
+name symbols by index) and symbols (which name sections by index) are
+digested as they are: the same tables give them the same meaning. Section
+offsets are layout, never compared.
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Callable
+from bisect import bisect_left, bisect_right
 
 import regex
 
 from ..errors import FormatError
+
 from ._digest import new
-from .elf import SHT_DYNSYM, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB, ElfFile, Elf64_Sym
+from .elf import (
+    SHT_DYNSYM, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB, STT_SECTION, ElfFile, Elf64_Rela, Elf64_Sym, Header,
+)
+from .folders import NONE, Folders
 
 TMPXFT = regex.compile(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")
+_TMPXFT_TEXT = regex.compile(TMPXFT.pattern.decode())
 MASKED = b"tmpxft_xxxxxxxx_xxxxxxxx"  # as long as the name it masks: string offsets keep their meaning
 DEVICE_SEGMENTS = frozenset({b".nvFatBinSegment", b".hipFatBinSegment"})  # each points at its container
 _SHNDX = struct.Struct("<6xH16x")  # a symbol's st_shndx
+SHF_STRINGS = 0x20
+SHT_GROUP = 17
+_STR_ALIGN = regex.compile(rb"\.str1\.\d+$")  # .rodata.str1.8: strings aligned to 8, of one set with .str1.1
+NOT_CODE = (b".debug_", b".zdebug_", b".gnu_debuglink", b".note.gnu.build-id")
+BEFORE = 8  # a PC-relative relocation's addend points up to 8 bytes before its string (x86-64: -4, -5...)
 WHOLE = 1 << 20  # an ELF up to this size is read once and sliced per section; a larger one section by section
 _FED: dict[int, bytes] = {}  # an int field as feed feeds it (its length, its digits): types, flags, sizes repeat
 _FED_LIMIT = 1 << 14
@@ -51,16 +73,44 @@ def feed(h: hashlib.blake2b, *fields: bytes | str | int) -> None:
     h.update(b"".join(parts))
 
 
-def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: bytes) -> str:
+def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: bytes,
+                folders: Folders = NONE) -> str:
     """The digest (hex) of ``elf``'s host code: sections named in ``device_sections``, starting with
-    ``device_prefix``, or in :data:`DEVICE_SEGMENTS`, and relocations of those, are left out."""
+    ``device_prefix``, or in :data:`DEVICE_SEGMENTS`, debug information, and relocations of those, are
+    left out; ``folders`` are masked in strings."""
     headers = elf.all_headers()
     hidden = {i for i, x in enumerate(headers)  # device containers, by index (out of range: no section's)
               if x.name in device_sections or x.name in DEVICE_SEGMENTS or x.name.startswith(device_prefix)}
+    unread = {i for i, x in enumerate(headers) if x.name.startswith(NOT_CODE)}
 
     h = new(elf.ident, elf.type, elf.machine, elf.flags)
     tables = [i for i, x in enumerate(headers) if x.type in (SHT_SYMTAB, SHT_DYNSYM)]
-    skip = {0, elf.names_index, *tables, *(headers[i].link for i in tables)}
+    skip = {0, elf.names_index, *tables, *(headers[i].link for i in tables), *unread}
+    blob = elf.blob
+    try:
+        whole = blob.read(0, blob.size, "ELF file") if blob.size <= WHOLE else b""  # one read, sliced
+    except FormatError:
+        whole = b""  # a file that shrank: each section's own read says so
+
+    def contents(x: Header) -> bytes:
+        if x.type == SHT_NOBITS:
+            return b""
+        if x.offset + x.size <= len(whole):
+            return whole[x.offset : x.offset + x.size]
+        return blob.read(x.offset, x.size, f"section {x.name!r}")  # a larger file's, or past the end: named
+
+    kept = [i for i, x in enumerate(headers)
+            if not (i in skip or i in hidden or (x.type in (SHT_REL, SHT_RELA) and x.info in hidden | unread))]
+    strings: dict[int, tuple[list[int], list[bytes]]] = {}  # string sections: where each string starts, masked
+    masked = False
+    for i in kept:
+        x = headers[i]
+        if x.flags & SHF_STRINGS and x.entsize <= 1 and x.type != SHT_NOBITS:
+            data = contents(x)
+            strings[i], changed = _masked_strings(data, folders if b"/" in data else NONE)
+            masked = masked or changed
+    if masked:  # a longer path moves strings, and may move one into a section of its own: by names
+        return _by_names(elf, headers, kept, hidden, strings, contents, h)
     for i in tables:  # the table as it is, but where a container starts and how long it is: device code
         table = elf.section_at(i)
         if table.size % Elf64_Sym.size:
@@ -68,22 +118,102 @@ def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: 
         entries = bytearray(elf.read(table))  # packed again as unpacked: only a container's symbols change
         for at in [at for at, (shndx,) in enumerate(_SHNDX.iter_unpack(entries)) if shndx in hidden]:
             entries[at * Elf64_Sym.size + 8 : (at + 1) * Elf64_Sym.size] = bytes(16)  # st_value, st_size: 0
-        strings = elf.read(elf.section_at(table.link))
-        feed(h, bytes(entries), TMPXFT.sub(MASKED, strings) if b"tmpxft_" in strings else strings)
-    blob = elf.blob
-    try:
-        whole = blob.read(0, blob.size, "ELF file") if blob.size <= WHOLE else b""  # one read, sliced
-    except FormatError:
-        whole = b""  # a file that shrank: each section's own read says so
-    for i, x in enumerate(headers):
-        if i in skip or i in hidden or (x.type in (SHT_REL, SHT_RELA) and x.info in hidden):
-            continue
-        if x.type == SHT_NOBITS:
-            contents = b""
-        elif x.offset + x.size <= len(whole):
-            contents = whole[x.offset : x.offset + x.size]
-        else:  # a larger file's, or past the end: the read's own check names it
-            contents = blob.read(x.offset, x.size, f"section {x.name!r}")
+        names = elf.read(elf.section_at(table.link))
+        feed(h, bytes(entries), TMPXFT.sub(MASKED, names) if b"tmpxft_" in names else names)
+    for i in kept:
+        x = headers[i]
         name = TMPXFT.sub(MASKED, x.name) if b"tmpxft_" in x.name else x.name
-        feed(h, name, x.type, x.flags, x.entsize, x.size, contents)
+        feed(h, name, x.type, x.flags, x.entsize, x.size, contents(x))
+    return h.hexdigest()
+
+
+def _masked_strings(data: bytes, folders: Folders) -> tuple[tuple[list[int], list[bytes]], bool]:
+    """Where each of a string section's strings starts, and the strings with nvcc's temporary names and
+    ``folders`` masked; and whether a mask changed one."""
+    texts = data.split(b"\0")
+    masked = [folders.mask(TMPXFT.sub(MASKED, t) if b"tmpxft_" in t else t) for t in texts]
+    starts, at = [], 0
+    for t in texts:
+        starts.append(at)
+        at += len(t) + 1
+    return (starts, masked), masked != texts
+
+
+def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[int],
+              strings: dict[int, tuple[list[int], list[bytes]]], contents: Callable[[Header], bytes],
+              h: hashlib.blake2b) -> str:
+    """The digest of an object whose string sections hold a masked string, every index named.
+
+    GCC puts a string of 32 bytes or more in a section of its own alignment
+    (``.rodata.str1.8``), so a longer folder can add a section, and every
+    section and symbol index after it moves. Here a section is its name (the
+    string sections of one name, ``.str1.<alignment>`` aside, are one set of
+    strings), a symbol is its name and its section's, a reference into
+    strings is the string it points at and where in it, and a COMDAT group is
+    the names of its members.
+    """
+    def named(x: Header) -> bytes:
+        return TMPXFT.sub(MASKED, x.name) if b"tmpxft_" in x.name else x.name
+
+    key = {i: (_STR_ALIGN.sub(b".str", named(x)) if i in strings else named(x)) for i, x in enumerate(headers)}
+    pools: dict[bytes, set[bytes]] = {}
+    for i, (_, texts) in strings.items():
+        pools.setdefault(key[i], set()).update(texts)
+    symbols: dict[int, list[tuple[object, ...]]] = {}  # symbol table -> each symbol, by what it names
+
+    def where(shndx: int, value: int) -> tuple[object, ...]:
+        """A place, by name: a string and the offset in it; a device container's symbol, no place."""
+        if shndx in strings:
+            starts, texts = strings[shndx]
+            k = bisect_left(starts, value)
+            if k == len(starts) or starts[k] - value > BEFORE:
+                k = max(bisect_right(starts, value) - 1, 0)
+            return (key[shndx], texts[k], value - starts[k])
+        if shndx in hidden:
+            return (key[shndx],)
+        return (key.get(shndx, shndx), value)
+
+    for i, x in enumerate(headers):
+        if x.type not in (SHT_SYMTAB, SHT_DYNSYM):
+            continue
+        rows, names = elf.symbol_rows(elf.section_at(i))
+        refs: list[tuple[object, ...]] = []
+        facts = []
+        for (_, info, other, shndx, value, size), name in zip(rows, names):
+            masked = _TMPXFT_TEXT.sub("tmpxft", name) if "tmpxft_" in name else name
+            if info & 0xF == STT_SECTION:
+                refs.append(("section", shndx))  # where a relocation points, resolved with its addend
+                if shndx not in strings:
+                    facts.append(("section", key.get(shndx, shndx)))
+                continue
+            refs.append(("symbol", masked, shndx, value))
+            facts.append((masked, info, other, *where(shndx, value), 0 if shndx in hidden else size))
+        symbols[i] = refs
+        feed(h, b"symbols", repr(facts))
+    for family, texts in sorted(pools.items()):
+        feed(h, family, *sorted(texts))
+    for i in kept:
+        x = headers[i]
+        if i in strings:
+            continue
+        data = contents(x)
+        if x.type == SHT_GROUP and len(data) % 4 == 0:  # a flag, then its members' section indices
+            flag, *members = struct.unpack(f"<{len(data) // 4}I", data)
+            data = repr((flag, [key.get(m, m) for m in members])).encode()
+        elif x.type == SHT_RELA and x.link in symbols and len(data) % Elf64_Rela.size == 0:
+            refs = symbols[x.link]
+            entries = []
+            for offset, info, addend in Elf64_Rela.iter_unpack(data):
+                index = info >> 32
+                ref = refs[index] if index < len(refs) else ("index", index)
+                if ref[0] == "section":
+                    entries.append((offset, info & 0xFFFFFFFF, *where(ref[1], addend)))  # type: ignore[arg-type]
+                elif ref[2] in strings:  # a symbol in strings: where it points, by name
+                    entries.append((offset, info & 0xFFFFFFFF, ref[1], *where(ref[2], ref[3] + addend)))  # type: ignore[arg-type,operator]
+                else:
+                    entries.append((offset, info & 0xFFFFFFFF, ref[1], addend))
+            data = repr(entries).encode()
+            feed(h, key[x.info] if x.info in key else x.info, x.type, data)  # which section it relocates
+            continue
+        feed(h, key[i], x.type, x.flags, x.entsize, x.size, data)
     return h.hexdigest()

@@ -9,7 +9,11 @@ any definition calls through a register (``call (...), %rd4, ...``), every
 ``.func`` is folded in: an indirect call may reach any of them. Line
 information (``.loc`` and ``.file`` directives, ``.section .debug_*``, what
 ``-lineinfo`` adds) is left out with the comments: it only maps code to source
-lines. Comments are left out: the
+lines. nvcc's string literals (``.global .b8 $str$1[29] = {...}``, names no
+source can spell) are each digested with the entries and functions that name
+them, not folded into every entry, and any byte array's initialiser is read as
+its bytes with the build's folders masked (:mod:`.folders`): a device
+``assert`` holds ``__FILE__``, an absolute path. Comments are left out: the
 assembler ignores them, and nvcc's name the compiler build. Text that does not
 split into statements as expected is digested whole, for every entry, and
 :func:`entry_digests` says so.
@@ -26,6 +30,7 @@ from .._graph import reachable
 from . import cuda
 from ._blob import Blob
 from ._digest import DIGEST_BYTES, feed
+from .folders import NONE, Folders
 
 # Strings are kept (a .file directive's path), comments dropped: neither may hold structure.
 _LEXEMES = re.compile(rb'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
@@ -41,12 +46,15 @@ _LINE_COMMENT = re.compile(rb"//[^\n]*")
 _LOC = re.compile(rb"^[ \t]*\.loc\b[^\n]*", re.M)  # inside bodies: line information
 _DEBUG_STATEMENT = re.compile(rb"\.file\b|\.section\s+\.debug_")  # at the top level: line information
 _NONBLANK = re.compile(rb"[^ \t\r\n\0]")  # the payload ends in a NUL
+# A byte array with an initialiser: its bytes, masked, are what counts, not how many a path made them.
+_BYTES = re.compile(rb"(\.global\s+(?:\.align\s+\d+\s+)?\.b8\s+)([A-Za-z_$%][\w$]*)\[\d*\]\s*=\s*\{([\d,\s]*)\}\s*;")
+_POOLED = re.compile(rb"\$str(?:\$\d+)?|__unnamed_\d+")  # nvcc's literals
 
 
-def entry_digests(text: bytes) -> tuple[dict[str, str], bool]:
+def entry_digests(text: bytes, folders: Folders = NONE) -> tuple[dict[str, str], bool]:
     """Each entry's digest (hex), and whether they are per entry (False: every entry has the text's). The
     entries are those the text defines, as many as it has ``.entry`` directives; when it does not split so,
-    ``cuda.ptx_entries`` names them."""
+    ``cuda.ptx_entries`` names them. ``folders``: the build's, masked in byte arrays."""
     if b'"' in text or b"*" in text and b"/*" in text:  # "*" first: one byte is found at memchr's speed
         code = _LEXEMES.sub(lambda m: m.group() if m.group().startswith(b'"') else b" ", text)
         masked = _STRING.sub(lambda m: b'"' + b"x" * (len(m.group()) - 2) + b'"', code)
@@ -54,45 +62,48 @@ def entry_digests(text: bytes) -> tuple[dict[str, str], bool]:
         code = masked = _LINE_COMMENT.sub(b" ", text)
     if b".loc" in code:
         code, masked = (_LOC.sub(b"", code),) * 2 if masked is code else (_LOC.sub(b"", code), _LOC.sub(b"", masked))
-    split = _split(code, masked)
+    split = _split(code, masked, folders)
     names = sorted(split[2]) if split is not None else sorted(cuda.ptx_entries(Blob.from_bytes("PTX", text), text))
     if split is None:
         whole = hashlib.blake2b(code, digest_size=DIGEST_BYTES).hexdigest()
         return dict.fromkeys(names, whole), False
-    module, spans, defined, funcs = split
-    if funcs:
-        calls = {name: _named(body, funcs.keys() - {name}) for name, body in {**funcs, **defined}.items()}
+    module, spans, defined, funcs, literals = split
+    reached = {**funcs, **literals}  # what a body may name: functions and literals
+    if reached:
+        calls = {name: _named(body, reached.keys() - {name}) for name, body in {**funcs, **defined}.items()}
         indirect = any(_INDIRECT_CALL.search(body) for body in (*funcs.values(), *defined.values()))
         named = {w.decode(errors="replace") for start, end in spans for w in _IDENTIFIER.findall(masked, start, end)}
     else:  # nothing to call, nor to fold in
         calls, indirect, named = {}, False, set()
-    folded = set(funcs) if indirect else reachable(calls, named & funcs.keys())
+    unnamed = literals.keys() - {n for found in calls.values() for n in found}  # no body names it: everyone's
+    folded = reachable(calls, (funcs.keys() if indirect else set()) | (named & reached.keys()) | unnamed)
     every = hashlib.blake2b(module, digest_size=16)
     for callee in sorted(folded):
-        feed(every, callee.encode(), funcs[callee])
+        feed(every, callee.encode(), reached[callee])
     base = every.digest()
     out = {}
     for name in names:
         h = hashlib.blake2b(base, digest_size=DIGEST_BYTES)
         feed(h, name.encode(), defined[name])
         for callee in sorted(reachable(calls, {name}) - {name} - folded):
-            feed(h, callee.encode(), funcs[callee])
+            feed(h, callee.encode(), reached[callee])
         out[name] = h.hexdigest()
     return out, True
 
 
-_Split = tuple[bytes, list[tuple[int, int]], dict[str, bytes], dict[str, bytes]]
+_Split = tuple[bytes, list[tuple[int, int]], dict[str, bytes], dict[str, bytes], dict[str, bytes]]
 
 
-def _split(code: bytes, masked: bytes) -> _Split | None:
-    """The module's statements (digested, and where each is: the names they hold), and each entry's and
-    ``.func``'s definition; None when the text does not split so (braces unbalanced, an entry defined twice,
-    or fewer entries than ``.entry`` directives). Top-level statements end at a ``;`` or the ``}`` that
-    closes a body (data's ``= {...};`` at its ``;``), or a line-ending directive's newline."""
+def _split(code: bytes, masked: bytes, folders: Folders = NONE) -> _Split | None:
+    """The module's statements (digested, and where each is: the names they hold), each entry's and
+    ``.func``'s definition, and nvcc's literals; None when the text does not split so (braces unbalanced, an
+    entry defined twice, or fewer entries than ``.entry`` directives). Top-level statements end at a ``;`` or
+    the ``}`` that closes a body (data's ``= {...};`` at its ``;``), or a line-ending directive's newline."""
     module = hashlib.blake2b(digest_size=16)
     spans: list[tuple[int, int]] = []  # the module's statements
     entries: dict[str, bytes] = {}
     funcs: dict[str, bytes] = {}
+    literals: dict[str, bytes] = {}
     nonblank, directive, stops, debug, defines = (_NONBLANK.search, _LINE_DIRECTIVES.match, _STOPS.search,
                                                   _DEBUG_STATEMENT.match, _DEFINES.search)
     at, size = 0, len(masked)
@@ -128,8 +139,17 @@ def _split(code: bytes, masked: bytes) -> _Split | None:
         if debug(masked, start):
             continue
         head = defines(masked, start, brace) if brace >= 0 else None
-        if head is None:  # data, a declaration, a directive: every entry's
-            feed(module, code[start:end])
+        if head is None:  # data, a declaration, a directive: every entry's, but for nvcc's literals
+            statement = code[start:end]
+            array = _BYTES.fullmatch(statement) if brace >= 0 and statement.startswith(b".global") else None
+            values = [int(b) for b in array.group(3).replace(b",", b" ").split()] if array else []
+            if array is not None and max(values, default=0) < 256:
+                contents = bytes(values)
+                statement = array.group(1) + array.group(2) + b" = " + folders.mask(contents)
+                if _POOLED.fullmatch(array.group(2)):
+                    literals[array.group(2).decode()] = statement
+                    continue
+            feed(module, statement)
             spans.append((start, end))
             continue
         kind, name = head.group(1), head.group(2).decode(errors="replace")
@@ -139,7 +159,7 @@ def _split(code: bytes, masked: bytes) -> _Split | None:
         table[name] = code[start:end]
     if len(entries) != masked.count(b".entry"):
         return None
-    return module.digest(), spans, entries, funcs
+    return module.digest(), spans, entries, funcs, literals
 
 
 def _closing(masked: bytes, opened: int) -> int:

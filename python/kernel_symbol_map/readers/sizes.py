@@ -46,6 +46,7 @@ from .cuda import STO_CUDA_ENTRY
 from .devicecode import CUDA_SECTIONS, HIP_BUNDLE_SECTION_PREFIX, HIP_SECTION, OFFLOADING_SECTION, cubin_arch
 from .ptxdigest import entry_digests
 from .cubinsections import TEXT, Namer
+from .folders import NONE, Folders
 from .elf import (ET_REL, EM_AMDGPU, EM_CUDA, SHN_UNDEF, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, STT_FUNC, ElfFile, Header,
                   is_elf)
 
@@ -105,26 +106,27 @@ def measure(path: str | os.PathLike[str], digests: bool = False) -> tuple[Image,
         return tuple(images(blob, digests))
 
 
-def images(blob: Blob, digests: bool = False) -> Iterator[Image]:
+def images(blob: Blob, digests: bool = False, folders: Folders = NONE) -> Iterator[Image]:
     """Every device image in ``blob``: an archive's members, a host ELF's device sections, a fatbin, a
-    cubin, a bundle, a code object; with ``digests``, bitcode too, and each image's digests."""
+    cubin, a bundle, a code object; with ``digests``, bitcode too, and each image's digests (``folders``:
+    the build's, masked in CUDA's literals)."""
     if archive.is_archive(blob):
         for _, member in archive.iter_members(blob):
-            yield from images(member, digests)
+            yield from images(member, digests, folders)
     elif fatbin.is_fatbin(blob):
-        yield from _from_fatbin(blob, digests)
+        yield from _from_fatbin(blob, digests, folders)
     elif hip.is_bundle(blob):
         yield from _from_bundles(blob, digests)
     elif is_elf(blob):
-        yield from _from_elf(blob, digests)
+        yield from _from_elf(blob, digests, folders)
     else:
         raise blob.error("not an ELF file, ar archive, fatbin, offload bundle or cubin")
 
 
-def _from_elf(blob: Blob, digests: bool) -> Iterator[Image]:
+def _from_elf(blob: Blob, digests: bool, folders: Folders) -> Iterator[Image]:
     elf = ElfFile(blob)
     if elf.machine == EM_CUDA:
-        yield cubin(elf, blob.size, digests=digests)
+        yield cubin(elf, blob.size, digests=digests, folders=folders)
         return
     if elf.machine == EM_AMDGPU:
         yield code_object(elf, "", blob.size, digests)
@@ -132,7 +134,7 @@ def _from_elf(blob: Blob, digests: bool) -> Iterator[Image]:
     for name in CUDA_SECTIONS:  # cuobjdump's choice: .nv_fatbin, else __nv_relfatbin
         section = elf.section(name)
         if section is not None:
-            yield from _from_fatbin(elf.window(section), digests)
+            yield from _from_fatbin(elf.window(section), digests, folders)
             break
     hip_section = elf.section(HIP_SECTION)
     if hip_section is not None:
@@ -148,32 +150,32 @@ def _from_elf(blob: Blob, digests: bool) -> Iterator[Image]:
             if image.kind in (offloading.ImageKind.OBJECT, offloading.ImageKind.CUBIN):
                 inner = ElfFile(image.blob)
                 if inner.machine == EM_CUDA:
-                    yield cubin(inner, image.blob.size, digests=digests)
+                    yield cubin(inner, image.blob.size, digests=digests, folders=folders)
                 elif inner.machine == EM_AMDGPU:
                     yield code_object(inner, image.arch, image.blob.size, digests)
             elif image.kind is offloading.ImageKind.FATBINARY:
-                yield from images(image.blob, digests)
+                yield from images(image.blob, digests, folders)
             elif digests and image.kind is offloading.ImageKind.PTX:
                 text = image.blob.read(0, image.blob.size, "PTX image")
-                yield _ptx(image.blob, image.arch, text, len(text), len(text))
+                yield _ptx(image.blob, image.arch, text, len(text), len(text), folders)
             elif digests and image.kind is offloading.ImageKind.BITCODE and image.strings.get("triple", "").startswith("amdgcn"):
                 yield _bitcode(image.blob, image.arch)
 
 
-def _from_fatbin(blob: Blob, digests: bool) -> Iterator[Image]:
+def _from_fatbin(blob: Blob, digests: bool, folders: Folders = NONE) -> Iterator[Image]:
     for entry in fatbin.iter_entries(blob):
         if entry.kind is fatbin.EntryKind.CUBIN:
             payload = Blob.from_bytes(f"{blob.name} [{entry.arch} cubin]", entry.payload(blob))
-            yield cubin(ElfFile(payload), entry.compressed_size, entry.arch, digests)  # sm_90a: the entry says "a"
+            yield cubin(ElfFile(payload), entry.compressed_size, entry.arch, digests, folders)  # sm_90a: the entry says "a"
         elif entry.kind is fatbin.EntryKind.PTX and digests:
-            yield _ptx(blob, entry.arch, entry.payload(blob), _ptx_size(blob, entry), entry.compressed_size)
+            yield _ptx(blob, entry.arch, entry.payload(blob), _ptx_size(blob, entry), entry.compressed_size, folders)
         elif entry.kind is fatbin.EntryKind.PTX:
             yield Image(entry.arch, PTX, _ptx_size(blob, entry), entry.compressed_size)
 
 
-def _ptx(blob: Blob, arch: str, text: bytes, size: int, stored: int) -> Image:
+def _ptx(blob: Blob, arch: str, text: bytes, size: int, stored: int, folders: Folders = NONE) -> Image:
     """A PTX image, decompressed for its entries' digests."""
-    found, per_entry = entry_digests(text)  # its own entries, as many as its .entry directives
+    found, per_entry = entry_digests(text, folders)  # its own entries, as many as its .entry directives
     return Image(arch, PTX, size, stored, digests=found, per_kernel=per_entry)
 
 
@@ -211,7 +213,7 @@ def _from_bundles(blob: Blob, digests: bool) -> Iterator[Image]:
                 yield _bitcode(entry.blob, entry.arch)
 
 
-def cubin(elf: ElfFile, stored: int, arch: str = "", digests: bool = False) -> Image:
+def cubin(elf: ElfFile, stored: int, arch: str = "", digests: bool = False, folders: Folders = NONE) -> Image:
     """A cubin's kernels (STO_CUDA_ENTRY functions) and what each owns, from its section headers."""
     if elf.machine != EM_CUDA:
         raise elf.blob.error(f"cubin has e_machine {elf.machine}, expected {EM_CUDA} (CUDA)")
@@ -258,7 +260,7 @@ def cubin(elf: ElfFile, stored: int, arch: str = "", digests: bool = False) -> I
     missing = kernels - code.keys()
     if missing:
         raise FormatError(elf.blob.name, f"kernel {min(missing)} has no .text.<kernel> section")
-    found = kernel_digests(elf, symbols) if digests else {}
+    found = kernel_digests(elf, symbols, folders) if digests else {}
     relocatable = new_digest(elf.blob.read(0, elf.blob.size, "cubin")).hexdigest() \
         if digests and elf.type == ET_REL else ""
     return _checked(Image(arch or cubin_arch(elf), CUBIN, elf.blob.size, stored, code,

@@ -1,0 +1,117 @@
+"""Which tests an object's changed host code reaches, in output mode (``select --base-map``).
+
+Host code runs in a test only if a process of that test loaded the file it
+was linked into. The map says which files those are for each target
+(``artefacts``: a library's or executable's own; a static or object
+library's, what links it), and a recording says which files its processes
+had loaded (``libraries``). So by default (``--host-scope libraries``) a host
+change reaches:
+
+* every test whose recording lists a file its object went into, whatever
+  kernels it launched (a launcher in another file, an argument check);
+* every test that launched one of the object's own kernels (it loaded it);
+* every test whose recording lists no ``libraries`` (made before they were
+  recorded): as with ``--host-scope kernels``, below, for that test.
+
+A file is matched by the name it was loaded under, a shared library's
+version suffixes aside (``libggml.so.0`` is ``libggml.so.0.21.0`` and
+``libggml.so``). Names no map knows (libc, libpython, torch) are not the
+project's. When no recording lists any of an object's files, though some
+list libraries, a test may have loaded a copy under another name (an install
+rule's ``RENAME``): every test runs, and says so. So does every test when the
+map does not know the object's files (a tree read without a file-API reply).
+
+``--host-scope kernels`` is the narrower rule: only the tests that launched the
+object's own kernels, and every test for an object with none. It skips a test
+that called the object's host code and launched another object's kernel.
+
+A path rule that matches the object's source (``{"paths": ["csrc/version.cpp"],
+"tests": []}``) decides its host change instead: the tests it names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import regex
+
+from .emitted import HostChange
+from .kernelmap import KernelMap
+from .recordings import Recording
+from .rules import Patterns, StaticRules
+
+LIBRARIES, KERNELS = "libraries", "kernels"
+SCOPES = (LIBRARIES, KERNELS)
+LOADED = "loaded"  # a decision's reason: its recording lists a file the changed host code went into
+_VERSION = regex.compile(r"(\.so)(?:\.\d+)+$")  # libggml.so.0.21.0 -> libggml.so
+
+
+def stem(name: str) -> str:
+    """A library's file name without its version suffixes: what its symlinks and SONAME share."""
+    return _VERSION.sub(r"\1", name)
+
+
+@dataclass
+class HostReach:
+    """What one host change reaches: the tests that launched ``kernels``, those in ``tests`` (test ->
+    (reason, why)), and every test when ``everything`` says why."""
+
+    kernels: frozenset[str] = frozenset()
+    tests: dict[str, tuple[str, str]] = field(default_factory=dict)
+    everything: str = ""
+
+
+class HostScope:
+    """Host changes -> the tests they reach, from the maps' ``artefacts`` and the recordings' ``libraries``."""
+
+    def __init__(self, kmaps: Sequence[KernelMap], tests: Sequence[str], recordings: Sequence[Recording],
+                 scope: str = LIBRARIES, rules: StaticRules | None = None,
+                 canonical: Callable[[str], str] | None = None) -> None:
+        self.scope, self.tests = scope, tests
+        self.rules, self.canonical = rules, canonical
+        known = [m.artefacts for m in kmaps]
+        self.artefacts: dict[str, frozenset[str]] | None = None
+        if known and all(a is not None for a in known):
+            merged: dict[str, set[str]] = {}
+            for artefacts in known:
+                for target, names in (artefacts or {}).items():
+                    merged.setdefault(target, set()).update(names)
+            self.artefacts = {t: frozenset(names) for t, names in merged.items()}
+        self.loaded = {r.test: None if r.libraries is None else {stem(n): n for n in r.libraries} for r in recordings}
+
+    def reach(self, change: HostChange) -> HostReach:
+        what = f"the host code of {change.object} (from {change.source}) {change.how}"
+        if self.rules is not None:
+            patterns = self.rules.for_file(change.source, self.canonical)
+            if patterns is not None:  # the user's word for this source
+                chosen = Patterns(patterns).chosen(self.tests)
+                return HostReach(tests={t: ("rules", f"{what}, and the rules name it for {change.source}")
+                                        for t in chosen})
+        files = self.artefacts.get(change.target) if self.artefacts is not None else None
+        if self.scope == KERNELS or not files:
+            if not change.kernels:
+                unknown = "" if self.scope == KERNELS else \
+                    f"; which files hold it is unknown ({'no file-API reply' if self.artefacts is None else 'no library or executable links its target'})"
+                return HostReach(everything=f"{what}, and it has no kernels: any test may call it{unknown}")
+            return HostReach(kernels=change.kernels)
+        names = {stem(f) for f in files}
+        found: dict[str, tuple[str, str]] = {}
+        listing = matched = False
+        for test, loaded in self.loaded.items():
+            if loaded is None:  # recorded before libraries were: the narrower rule, for this test
+                if not change.kernels:
+                    found[test] = (LOADED, f"{what}; its recording lists no libraries, and the object has no kernels")
+                continue
+            listing = True
+            hit = sorted(loaded[n] for n in names & loaded.keys())
+            if hit:
+                matched = True
+                found[test] = (LOADED, f"it loaded {hit[0]}, which holds {change.object}, whose host code "
+                               f"{change.how}")
+        if listing and not matched:
+            return HostReach(everything=f"{what}, and no recording lists {', '.join(sorted(files))}: a test may "
+                             "have loaded a copy under another name (an install rule's RENAME)")
+        return HostReach(kernels=change.kernels, tests=found)
+
+

@@ -1,0 +1,1 @@
+extern "C" const char* twofolders_version() { return "1.0.0"; }

@@ -1,0 +1,163 @@
+"""Two clean builds of one commit, in two folders, as two CI runners build it: output mode sees no change.
+
+tests/projects/twofolders is built clean twice, at two paths of different
+lengths, with what a release build of an extension uses (RelWithDebInfo's
+``-g``, ``-lineinfo``, ``-ffunction-sections -fdata-sections``), and holds
+what writes the folder into the code (a device ``assert``, a host check that
+throws ``__FILE__``, a static initializer). The base map is the first folder's;
+each change is made in the second folder's checkout and rebuilt there, and
+``select --base-map`` compares the two maps, as CI compares a pull request's
+build with main's. What must run comes from :mod:`kernel_oracle` and
+:mod:`oracle`, comparing the second folder's objects before and after the
+change: a truth with no folder in it, never read from a map.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kernel_oracle
+import oracle
+import projects
+import pytest
+import toolchains
+from toolchains import require
+
+from kernel_symbol_map.consumer.kernelmap import KernelMap
+from kernel_symbol_map.consumer.recordings import Recording
+from kernel_symbol_map.consumer.selection import select
+
+BASE, CHANGE = "a" * 40, "c" * 40
+SHORT, LONG = "a", "a-second-runner-with-a-much-longer-folder"
+KERNELS = {"checked": "_Z7checkedPi", "plain": "_Z5plainPi", "message": "_Z7messagePi"}
+# One edit each, made in the second folder's checkout (file, old, new); the others are undone first.
+EDITS = {
+    "comment": ("csrc/kernels.cu", "int registry_size()", "// a comment, and nothing else\nint registry_size()"),
+    "body": ("csrc/kernels.cu", "x[threadIdx.x] *= 2;", "x[threadIdx.x] *= 3;"),
+    "assert": ("csrc/kernels.cu", '"x must not be negative"', '"x must be zero or more"'),
+    "host": ("csrc/kernels.cu", '"x is null"', '"x is missing"'),
+    "launcher": ("csrc/launcher.cpp", "n must be positive", "n must be one or more"),
+    "version": ("csrc/version.cpp", '"1.0.0"', '"1.0.1"'),
+}
+
+
+@dataclass
+class Builds:
+    maps: dict[str, Path] = field(default_factory=dict)  # "short", "long" (both base), and each edit's
+    truth: dict[str, kernel_oracle.KernelDifference] = field(default_factory=dict)  # each edit's, from oracles
+    hosts: dict[str, list[str]] = field(default_factory=dict)  # each edit's objects whose host code changed
+
+
+def _objects(build: Path) -> dict[str, Path]:
+    return {p.relative_to(build).as_posix(): p for p in sorted(build.rglob("*.o"))
+            if p.relative_to(build).as_posix().startswith("CMakeFiles/")}
+
+
+def _map(build: Path, out: Path, commit: str) -> Path:
+    proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "build", "--build-dir", str(build), "--out",
+                           str(out), "--commit", commit], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
+    require(toolchains.nvcc(), "nvcc")
+    cmake = projects.cmakes()[-1]
+    where = tmp_path_factory.mktemp("two")
+    found = Builds()
+    trees = {label: projects.configure_and_build("twofolders", where / label, cmake, "Ninja",
+                                                 "-DCMAKE_BUILD_TYPE=RelWithDebInfo")
+             for label in (SHORT, LONG)}
+    found.maps["short"] = _map(trees[SHORT].build, where / "short.json.gz", BASE)
+    found.maps["long"] = _map(trees[LONG].build, where / "long.json.gz", CHANGE)
+    tree = trees[LONG]
+    before = kernel_oracle.snapshot_all(_objects(tree.build))
+    pristine = {f: (tree.source / f).read_text() for f, _, _ in EDITS.values()}
+    for name, (file, old, new) in EDITS.items():
+        for f, text in pristine.items():
+            (tree.source / f).write_text(text)
+        text = pristine[file]
+        assert old in text, (file, old)
+        (tree.source / file).write_text(text.replace(old, new))
+        tree.run_build()
+        found.maps[name] = _map(tree.build, where / f"{name}.json.gz", CHANGE)
+        after = kernel_oracle.snapshot_all(_objects(tree.build))
+        found.truth[name] = kernel_oracle.compare(before, after)
+        found.hosts[name] = [o for o in sorted(before) if before[o].host != after[o].host]
+    return found
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(gzip.decompress(path.read_bytes()))
+
+
+def _digests(path: Path) -> dict[str, Any]:
+    return {o["source"]: o.get("digests") for o in _load(path)["objects"]}
+
+
+def _tests() -> list[Recording]:
+    return [Recording(f"test_{k}", frozenset({symbol}), True, BASE, "rec") for k, symbol in KERNELS.items()]
+
+
+def _ran(builds: Builds, change: str, changed: list[str]) -> set[str]:
+    s = select(KernelMap(_load(builds.maps[change])), _tests(), changed, base=[KernelMap(_load(builds.maps["short"]))])
+    assert s.mode == "output" and not s.fallback, (s.fallback, s.fallback_why)
+    return set(s.to_run)
+
+
+def test_two_clean_builds_in_two_folders_have_equal_digests(builds: Builds) -> None:
+    short, long = _load(builds.maps["short"]), _load(builds.maps["long"])
+    assert [o["source"] for o in short["objects"]] == [o["source"] for o in long["objects"]]
+    assert _digests(builds.maps["short"]) == _digests(builds.maps["long"])
+    assert all(d and d.get("host") for d in _digests(builds.maps["short"]).values())
+    proc = subprocess.run([sys.executable, "-m", "kernel_symbol_map", "diff", "--json", str(builds.maps["short"]),
+                           str(builds.maps["long"])], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["changed"] == [] and report["added"] == [] and report["removed"] == []
+
+
+def test_what_the_folders_wrote_is_in_the_objects(builds: Builds) -> None:
+    """The noise this checks is there: each object spells its folder, in code and in debug information."""
+    for label in ("short", "long"):
+        build = builds.maps[label].parent / (SHORT if label == "short" else LONG) / "build"
+        source = build.parent / "src"
+        data = (build / "CMakeFiles/ops.dir/csrc/kernels.cu.o").read_bytes()
+        assert str(source).encode() in data
+        assert b"_GLOBAL__sub_I_tmpxft_" in data
+
+
+@pytest.mark.parametrize("change,expected", [
+    ("comment", set()),
+    ("body", {"test_plain"}),
+    ("assert", {"test_checked", "test_message"}),  # the two read the bank of the assert's strings' addresses
+])
+def test_a_kernel_edit_runs_what_its_rebuild_changed(builds: Builds, change: str, expected: set[str]) -> None:
+    truth = builds.truth[change]
+    must = {t.test for t in _tests() if t.kernels & truth.kernels_changed}
+    ran = _ran(builds, change, ["csrc/kernels.cu"])
+    assert must <= ran, f"{change}: skipped {must - ran}, which its rebuild changed"
+    assert ran == expected
+    assert builds.hosts[change] == []  # a kernel's edit is device code only
+
+
+def test_a_host_edit_changes_host_code_only(builds: Builds) -> None:
+    assert builds.truth["host"].kernels_changed == set()
+    assert builds.hosts["host"] == ["CMakeFiles/ops.dir/csrc/kernels.cu.o"]
+    new, base = _digests(builds.maps["host"]), _digests(builds.maps["short"])
+    assert new["csrc/kernels.cu"]["host"] != base["csrc/kernels.cu"]["host"]
+    assert new["csrc/kernels.cu"]["code"] == base["csrc/kernels.cu"]["code"]
+
+
+def test_the_cli_spells_the_host_scopes_as_the_consumer_does() -> None:
+    from kernel_symbol_map.cli.select import HOST_SCOPES
+    from kernel_symbol_map.consumer.hostscope import SCOPES
+
+    assert HOST_SCOPES == SCOPES

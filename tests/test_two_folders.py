@@ -29,9 +29,11 @@ import pytest
 import toolchains
 from toolchains import require
 
+from kernel_symbol_map.consumer.hostscope import stem
 from kernel_symbol_map.consumer.kernelmap import KernelMap
 from kernel_symbol_map.consumer.recordings import Recording
-from kernel_symbol_map.consumer.selection import select
+from kernel_symbol_map.consumer.rules import StaticRules
+from kernel_symbol_map.consumer.selection import Options, select
 
 BASE, CHANGE = "a" * 40, "c" * 40
 SHORT, LONG = "a", "a-second-runner-with-a-much-longer-folder"
@@ -102,12 +104,35 @@ def _digests(path: Path) -> dict[str, Any]:
     return {o["source"]: o.get("digests") for o in _load(path)["objects"]}
 
 
-def _tests() -> list[Recording]:
-    return [Recording(f"test_{k}", frozenset({symbol}), True, BASE, "rec") for k, symbol in KERNELS.items()]
+SYSTEM = {"python3.11", "libc.so.6", "libstdc++.so.6", "libcudart.so.13", "libtorch_cpu.so"}
+# What each test launched, and the files its processes had loaded (the recorder's "libraries").
+LOADED = {
+    "test_checked": ({"checked"}, {"libops.so"}),
+    "test_plain": ({"plain"}, {"libops.so"}),
+    "test_message": ({"message"}, {"libops.so"}),
+    "test_launcher": ({"checked"}, {"liblaunchers.so", "libops.so"}),  # run_checked, then ops' kernel
+    "test_registry": (set(), {"libops.so"}),  # host code of ops only: registry_size()
+    "test_version": (set(), {"libinfo.so.1"}),  # by its SONAME
+}
 
 
-def _ran(builds: Builds, change: str, changed: list[str]) -> set[str]:
-    s = select(KernelMap(_load(builds.maps[change])), _tests(), changed, base=[KernelMap(_load(builds.maps["short"]))])
+def _tests(libraries: bool = True, rename: dict[str, str] | None = None) -> list[Recording]:
+    """Every test of LOADED; without ``libraries``, recorded as before they were (the kernels-launched rule)."""
+    rename = rename or {}
+    return [Recording(test, frozenset(KERNELS[k] for k in kernels), True, BASE, "rec",
+                      libraries=frozenset({rename.get(n, n) for n in files} | SYSTEM) if libraries else None)
+            for test, (kernels, files) in LOADED.items()]
+
+
+def _selection(builds: Builds, change: str, changed: list[str], tests: list[Recording] | None = None,
+               **options: Any) -> Any:
+    return select(KernelMap(_load(builds.maps[change])), tests or _tests(), changed, options=Options(**options),
+                  base=[KernelMap(_load(builds.maps["short"]))])
+
+
+def _ran(builds: Builds, change: str, changed: list[str], tests: list[Recording] | None = None,
+         **options: Any) -> set[str]:
+    s = _selection(builds, change, changed, tests, **options)
     assert s.mode == "output" and not s.fallback, (s.fallback, s.fallback_why)
     return set(s.to_run)
 
@@ -137,11 +162,13 @@ def test_what_the_folders_wrote_is_in_the_objects(builds: Builds) -> None:
 @pytest.mark.parametrize("change,expected", [
     ("comment", set()),
     ("body", {"test_plain"}),
-    ("assert", {"test_checked", "test_message"}),  # the two read the bank of the assert's strings' addresses
+    ("assert", {"test_checked", "test_message", "test_launcher"}),  # checked and message read the bank of
+    # the addresses of the assert's strings
 ])
 def test_a_kernel_edit_runs_what_its_rebuild_changed(builds: Builds, change: str, expected: set[str]) -> None:
     truth = builds.truth[change]
     must = {t.test for t in _tests() if t.kernels & truth.kernels_changed}
+    assert must <= expected
     ran = _ran(builds, change, ["csrc/kernels.cu"])
     assert must <= ran, f"{change}: skipped {must - ran}, which its rebuild changed"
     assert ran == expected
@@ -161,3 +188,55 @@ def test_the_cli_spells_the_host_scopes_as_the_consumer_does() -> None:
     from kernel_symbol_map.consumer.hostscope import SCOPES
 
     assert HOST_SCOPES == SCOPES
+
+
+def test_the_map_knows_which_files_each_target_went_into(builds: Builds) -> None:
+    artefacts = _load(builds.maps["short"])["artefacts"]
+    assert artefacts["ops"] == ["libops.so"] and artefacts["launchers"] == ["liblaunchers.so"]
+    assert artefacts["info"] == ["libinfo.so"]  # the real file is libinfo.so.1.0.0, loaded as libinfo.so.1
+    assert stem("libinfo.so.1") == stem("libinfo.so.1.0.0") == "libinfo.so" != stem("libinfo.so1")
+
+
+def test_a_host_edit_in_a_launcher_runs_the_tests_that_loaded_it(builds: Builds) -> None:
+    """launcher.cpp has no kernels; test_launcher called it and launched ops' kernel: it runs, no flag needed."""
+    assert builds.hosts["launcher"] == ["CMakeFiles/launchers.dir/csrc/launcher.cpp.o"]
+    s = _selection(builds, "launcher", ["csrc/launcher.cpp"])
+    assert set(s.to_run) == {"test_launcher"}
+    why = next(d for d in s.decisions if d.test == "test_launcher")
+    assert why.reason == "loaded" and "liblaunchers.so" in why.why, why
+
+
+def test_a_version_edit_runs_the_tests_that_loaded_its_library_by_its_soname(builds: Builds) -> None:
+    assert _ran(builds, "version", ["csrc/version.cpp"]) == {"test_version"}
+
+
+def test_a_host_edit_in_a_kernel_file_runs_every_test_that_loaded_its_library(builds: Builds) -> None:
+    loaded = {t for t, (_, files) in LOADED.items() if "libops.so" in files}
+    assert _ran(builds, "host", ["csrc/kernels.cu"]) == loaded
+    # The narrower rule, asked for: only the tests that launched its kernels (test_registry's limit).
+    assert _ran(builds, "host", ["csrc/kernels.cu"], host_scope="kernels") == loaded - {"test_registry"}
+
+
+def test_recordings_without_libraries_keep_the_kernels_rule(builds: Builds) -> None:
+    old = _tests(libraries=False)
+    assert _ran(builds, "host", ["csrc/kernels.cu"], old) == {"test_checked", "test_plain", "test_message",
+                                                               "test_launcher"}
+    assert _ran(builds, "launcher", ["csrc/launcher.cpp"], old) == set(LOADED)  # no kernels: every test
+
+
+def test_a_library_no_recording_lists_runs_every_test_and_says_why(builds: Builds) -> None:
+    """libinfo installed as another name: no recording lists a file the map knows, so every test runs."""
+    s = _selection(builds, "version", ["csrc/version.cpp"], _tests(rename={"libinfo.so.1": "_info.cpython.so"}))
+    assert set(s.to_run) == set(LOADED) and s.fallback == "host-changed"
+    assert "libinfo.so" in s.fallback_why and "another name" in s.fallback_why
+
+
+def test_a_path_rule_decides_a_sources_host_change(builds: Builds) -> None:
+    rules = StaticRules.parse({"rules": [{"paths": ["csrc/version.cpp"], "tests": []}]})
+    s = _selection(builds, "version", ["csrc/version.cpp"], rules=rules)
+    assert s.to_run == [] and not s.fallback
+    assert "rules" in s.verdicts["csrc/version.cpp"].why
+    named = StaticRules.parse({"rules": [{"paths": ["csrc/version.cpp"], "tests": ["test_plain"]}]})
+    s = _selection(builds, "version", ["csrc/version.cpp"], rules=named)
+    assert s.to_run == ["test_plain"]
+    assert next(d for d in s.decisions if d.test == "test_plain").reason == "rules"

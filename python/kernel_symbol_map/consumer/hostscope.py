@@ -60,6 +60,7 @@ class HostReach:
     kernels: frozenset[str] = frozenset()
     tests: dict[str, tuple[str, str]] = field(default_factory=dict)
     everything: str = ""
+    rule: str = ""  # how a path rule decided it
 
 
 class HostScope:
@@ -86,8 +87,9 @@ class HostScope:
             patterns = self.rules.for_file(change.source, self.canonical)
             if patterns is not None:  # the user's word for this source
                 chosen = Patterns(patterns).chosen(self.tests)
+                rule = f"{what}: the rules decide it ({', '.join(patterns) or 'no test'})"
                 return HostReach(tests={t: ("rules", f"{what}, and the rules name it for {change.source}")
-                                        for t in chosen})
+                                        for t in chosen}, rule=rule)
         files = self.artefacts.get(change.target) if self.artefacts is not None else None
         if self.scope == KERNELS or not files:
             if not change.kernels:

@@ -364,6 +364,8 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     reached = {k: f"its device code {how}" for k, how in found.kernels.items()}
     named = _named(verdicts)
     for h, r in reaches:
+        if r.rule and h.source in verdicts:
+            verdicts[h.source] = dataclasses.replace(verdicts[h.source], why=f"{verdicts[h.source].why}; {r.rule}")
         for k in sorted(r.kernels):
             reached.setdefault(k, f"the host code of {h.object} (from {h.source}) {h.how}")
         for test, why in r.tests.items():

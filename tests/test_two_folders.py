@@ -240,3 +240,8 @@ def test_a_path_rule_decides_a_sources_host_change(builds: Builds) -> None:
     s = _selection(builds, "version", ["csrc/version.cpp"], rules=named)
     assert s.to_run == ["test_plain"]
     assert next(d for d in s.decisions if d.test == "test_plain").reason == "rules"
+
+
+def test_static_code_reaches_what_links_it(builds: Builds) -> None:
+    """A static library's objects are in the shared library that links it: its host change runs its tests."""
+    assert _load(builds.maps["short"])["artefacts"]["common"] == ["liblaunchers.so"]

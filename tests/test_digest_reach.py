@@ -1,0 +1,160 @@
+"""What a kernel's digest reaches in its module: the banks it reads, nvcc's literals, the user's data.
+
+One file of real nvcc output, built once per variant (and relocatable, where
+whole-program code would drop a function only data points at): a kernel's digest folds
+in the literals it reaches (through the bank of addresses it reads, or its
+PTX's names) and not another kernel's; the user's ``__device__`` data is every
+kernel's (the host may hand its address to any kernel); a function whose
+address module data holds is every kernel's, with what it calls.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import toolchains
+from test_digests import _digests
+from toolchains import require
+
+from kernel_symbol_map.readers import cubindigest
+
+SOURCE = """#include <cstdio>
+__device__ int table[4] = {{1, 2, 3, {table}}};
+__device__ __noinline__ int helper(int v) {{ return v * {helper}; }}
+__device__ __noinline__ int target(int v) {{ return helper(v) + 1; }}
+__device__ int (*pointer)(int) = target;
+__global__ void direct(int* x) {{ x[0] = helper(x[1]); }}
+__global__ void reader(int* x) {{ x[0] = table[x[1] & 3]; }}
+__global__ void says(int* x) {{ if (x[0] < 0) printf("{message}", x[0]); }}
+__global__ void alone(int* x) {{ x[0] = 7; }}
+"""
+BASE = {"table": "4", "helper": "2", "message": "negative: %d\\n"}
+VARIANTS = {"base": {}, "table": {"table": "5"}, "message": {"message": "below zero: %d\\n"},
+            "rdc-base": {}, "rdc-helper": {"helper": "3"}}
+K = {"direct": "_Z6directPi", "reader": "_Z6readerPi", "says": "_Z4saysPi", "alone": "_Z5alonePi"}
+
+
+@pytest.fixture(scope="session")
+def reach(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    nvcc = require(toolchains.nvcc(), "nvcc")
+    out = tmp_path_factory.mktemp("reach")
+    commands = []
+    for name, change in VARIANTS.items():
+        (out / f"{name}.cu").write_text(SOURCE.format(**{**BASE, **change}))
+        rdc = ["-rdc=true"] if name.startswith("rdc-") else []
+        commands.append([nvcc, "-c", *rdc, "-O3", "-gencode", "arch=compute_80,code=[compute_80,sm_80]", f"{name}.cu",
+                         "-o", f"{name}.o"])
+    toolchains.run_all(commands, cwd=out)
+    return {name: out / f"{name}.o" for name in VARIANTS}
+
+
+def _changed(reach: dict[str, Path], variant: str) -> dict[str, set[str]]:
+    """Arch -> the kernels (by short name) whose digest differs from the base's (of its kind)."""
+    _, before, _ = _digests(reach["rdc-base" if variant.startswith("rdc-") else "base"])
+    _, after, _ = _digests(reach[variant])
+    short = {v: k for k, v in K.items()}
+    found: dict[str, set[str]] = {}
+    for kernel, archs in before.items():
+        for arch, digest in archs.items():
+            if after[kernel][arch] != digest:
+                found.setdefault(arch, set()).add(short[kernel])
+    return found
+
+
+def test_a_literal_reaches_only_the_kernels_that_read_it(reach: dict[str, Path]) -> None:
+    """In SASS, reader loads table's address from the bank that holds the literal's too (a bank is read
+    whole: which of its words an indexed load reads is not known); PTX names each literal."""
+    assert _changed(reach, "message") == {"sm_80": {"says", "reader"}, "compute_80": {"says"}}
+
+
+def test_the_users_device_data_is_every_kernels(reach: dict[str, Path]) -> None:
+    every = set(K)
+    assert _changed(reach, "table") == {"sm_80": every, "compute_80": every}
+
+
+def test_a_function_module_data_points_at_is_every_kernels_with_what_it_calls(reach: dict[str, Path]) -> None:
+    """``pointer`` holds target's address, so any kernel may call it: target's callee, helper, changed, and
+    every kernel's digest with it, not only direct's, which calls helper by name."""
+    assert _changed(reach, "rdc-helper")["sm_80"] == set(K)
+
+
+def test_where_the_bank_encoding_is_unchecked_every_kernel_reads_every_bank(
+        reach: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cubindigest, "BANK_ENCODING", frozenset())
+    assert _changed(reach, "message")["sm_80"] == set(K)  # says's bank is alone's too, as far as is known
+
+
+def test_every_bank_cuobjdump_prints_an_instruction_reading_is_found(reach: dict[str, Path]) -> None:
+    """The bank decoding is checked against NVIDIA's disassembler: never a bank too few, per function."""
+    import re
+    import subprocess
+
+    import kernel_oracle
+
+    from kernel_symbol_map.readers import fatbin
+    from kernel_symbol_map.readers._blob import Blob
+    from kernel_symbol_map.readers.elf import SHF_EXECINSTR, ElfFile
+
+    exe = kernel_oracle.cuobjdump()
+    if exe is None:
+        pytest.skip("no cuobjdump with nvdisasm beside it")
+    listing = subprocess.run([exe, "-sass", str(reach["message"])], capture_output=True, text=True, check=True).stdout
+    printed = {m.group(1): {int(b, 16) for b in re.findall(r"\bc\[0x([0-9a-f]+)\]", m.group(2))}
+               for m in re.finditer(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", listing, re.S)}
+    elf = ElfFile(Blob.from_bytes("o", reach["message"].read_bytes()))
+    window = elf.window(elf.section(".nv_fatbin"))
+    cubin = next(e for e in fatbin.iter_entries(window) if e.kind is fatbin.EntryKind.CUBIN)
+    image = ElfFile(Blob.from_bytes("cubin", cubin.payload(window)))
+    decoded = {}
+    for h in image.all_headers():
+        if h.flags & SHF_EXECINSTR and h.name.startswith(b".text."):
+            code = image.blob.read(h.offset, h.size, "text")
+            decoded[h.name[len(b".text."):].decode()] = set(cubindigest._banks_read(code))
+    assert printed.keys() == decoded.keys() and any(4 in b for b in printed.values())
+    for function, banks in printed.items():
+        assert banks <= decoded[function], function
+
+
+HOST = """extern void first(const char*); extern void second(const char*);
+void check(int n) {{ if (n < 0) {call}(__FILE__ ": n must not be negative, and this message is long"); }}
+"""
+
+
+@pytest.fixture(scope="session")
+def host_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """A host file compiled at two folders' paths, as is and calling another function: (object, folder)."""
+    out = tmp_path_factory.mktemp("host")
+    found = {}
+    commands = []
+    for label, folder, call in (("base", "a", "first"), ("again", "a-much-longer-folder", "first"),
+                                ("other", "a", "second")):
+        source = out / label / folder / "check.cpp"
+        source.parent.mkdir(parents=True)
+        source.write_text(HOST.format(call=call))
+        found[label] = (out / label / "check.o", source.parent)
+        commands.append(["g++", "-c", "-O2", "-g", "-ffunction-sections", str(source), "-o", str(found[label][0])])
+    toolchains.run_all(commands, cwd=out)
+    return found
+
+
+def _host(found: tuple[Path, Path]) -> str:
+    from kernel_symbol_map.producer.extract import _DEVICE_SECTIONS
+    from kernel_symbol_map.readers._blob import Blob
+    from kernel_symbol_map.readers.elf import ElfFile
+    from kernel_symbol_map.readers.folders import Folders
+    from kernel_symbol_map.readers.hostdigest import host_digest
+
+    path, folder = found
+    return host_digest(ElfFile(Blob.from_bytes(str(path), path.read_bytes())), _DEVICE_SECTIONS, b"__CLANG_",
+                       Folders({str(folder): "source"}))
+
+
+def test_a_host_string_with_the_folder_in_it_is_the_same_built_elsewhere(host_objects: dict) -> None:
+    assert str(host_objects["again"][1]).encode() in host_objects["again"][0].read_bytes()
+    assert _host(host_objects["again"]) == _host(host_objects["base"])
+
+
+def test_a_call_to_another_function_shows_where_strings_are_read_by_name(host_objects: dict) -> None:
+    """Only a relocation differs (the call's bytes are the same): the by-name digest still sees it."""
+    assert _host(host_objects["other"]) != _host(host_objects["base"])

@@ -21,18 +21,25 @@ from kernel_symbol_map.readers import cubindigest
 
 SOURCE = """#include <cstdio>
 __device__ int table[4] = {{1, 2, 3, {table}}};
+__constant__ int scale[2] = {{3, 5}};
 __device__ __noinline__ int helper(int v) {{ return v * {helper}; }}
-__device__ __noinline__ int target(int v) {{ return helper(v) + 1; }}
-__device__ int (*pointer)(int) = target;
-__global__ void direct(int* x) {{ x[0] = helper(x[1]); }}
+__global__ void direct(int* x) {{ x[0] = helper(x[1]) * scale[x[2] & 1]; }}
 __global__ void reader(int* x) {{ x[0] = table[x[1] & 3]; }}
 __global__ void says(int* x) {{ if (x[0] < 0) printf("{message}", x[0]); }}
 __global__ void alone(int* x) {{ x[0] = 7; }}
 """
+# Relocatable: nvcc keeps target, whose address only data holds (whole-program code drops it).
+RDC_SOURCE = """#include <cstdio>
+__device__ __noinline__ void target(int v) {{ printf("{message}", v); }}
+__device__ void (*pointer)(int) = target;
+__global__ void through(int* x) {{ pointer(x[0]); }}
+__global__ void alone(int* x) {{ x[0] = 7; }}
+"""
 BASE = {"table": "4", "helper": "2", "message": "negative: %d\\n"}
 VARIANTS = {"base": {}, "table": {"table": "5"}, "message": {"message": "below zero: %d\\n"},
-            "rdc-base": {}, "rdc-helper": {"helper": "3"}}
+            "rdc-base": {}, "rdc-message": {"message": "below zero: %d\\n"}}
 K = {"direct": "_Z6directPi", "reader": "_Z6readerPi", "says": "_Z4saysPi", "alone": "_Z5alonePi"}
+RDC = {"through": "_Z7throughPi", "alone": "_Z5alonePi"}
 
 
 @pytest.fixture(scope="session")
@@ -41,8 +48,8 @@ def reach(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("reach")
     commands = []
     for name, change in VARIANTS.items():
-        (out / f"{name}.cu").write_text(SOURCE.format(**{**BASE, **change}))
         rdc = ["-rdc=true"] if name.startswith("rdc-") else []
+        (out / f"{name}.cu").write_text((RDC_SOURCE if rdc else SOURCE).format(**{**BASE, **change}))
         commands.append([nvcc, "-c", *rdc, "-O3", "-gencode", "arch=compute_80,code=[compute_80,sm_80]", f"{name}.cu",
                          "-o", f"{name}.o"])
     toolchains.run_all(commands, cwd=out)
@@ -53,7 +60,7 @@ def _changed(reach: dict[str, Path], variant: str) -> dict[str, set[str]]:
     """Arch -> the kernels (by short name) whose digest differs from the base's (of its kind)."""
     _, before, _ = _digests(reach["rdc-base" if variant.startswith("rdc-") else "base"])
     _, after, _ = _digests(reach[variant])
-    short = {v: k for k, v in K.items()}
+    short = {v: k for k, v in {**K, **RDC}.items()}
     found: dict[str, set[str]] = {}
     for kernel, archs in before.items():
         for arch, digest in archs.items():
@@ -73,10 +80,10 @@ def test_the_users_device_data_is_every_kernels(reach: dict[str, Path]) -> None:
     assert _changed(reach, "table") == {"sm_80": every, "compute_80": every}
 
 
-def test_a_function_module_data_points_at_is_every_kernels_with_what_it_calls(reach: dict[str, Path]) -> None:
-    """``pointer`` holds target's address, so any kernel may call it: target's callee, helper, changed, and
-    every kernel's digest with it, not only direct's, which calls helper by name."""
-    assert _changed(reach, "rdc-helper")["sm_80"] == set(K)
+def test_a_function_module_data_points_at_is_every_kernels_with_what_it_reads(reach: dict[str, Path]) -> None:
+    """``pointer`` holds target's address, so any kernel may call it: the literal it prints, through the bank
+    it reads, is every kernel's too, not only through's (which reads that bank to find ``pointer``)."""
+    assert _changed(reach, "rdc-message")["sm_80"] == set(RDC)
 
 
 def test_where_the_bank_encoding_is_unchecked_every_kernel_reads_every_bank(
@@ -117,21 +124,25 @@ def test_every_bank_cuobjdump_prints_an_instruction_reading_is_found(reach: dict
 
 
 HOST = """extern void first(const char*); extern void second(const char*);
-void check(int n) {{ if (n < 0) {call}(__FILE__ ": n must not be negative, and this message is long"); }}
+void check(int n) {{ if (n < 0) {a}(__FILE__ ": n must not be negative, and this message is long"); }}
+void other(int n) {{ if (n > 9) {b}({c}); if (n == 5) first({d}); }}
 """
+STRINGS = {"c": '"n is too large"', "d": '"n is five"'}
 
 
 @pytest.fixture(scope="session")
 def host_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
-    """A host file compiled at two folders' paths, as is and calling another function: (object, folder)."""
+    """A host file compiled at two folders' paths, as is, with two calls' targets swapped, and with two
+    calls' strings swapped: (object, folder)."""
     out = tmp_path_factory.mktemp("host")
     found = {}
     commands = []
-    for label, folder, call in (("base", "a", "first"), ("again", "a-much-longer-folder", "first"),
-                                ("other", "a", "second")):
+    for label, folder, change in (("base", "a", {}), ("again", "a-much-longer-folder", {}),
+                                  ("other", "a", {"a": "second", "b": "first"}),
+                                  ("swapped", "a", {"c": STRINGS["d"], "d": STRINGS["c"]})):
         source = out / label / folder / "check.cpp"
         source.parent.mkdir(parents=True)
-        source.write_text(HOST.format(call=call))
+        source.write_text(HOST.format(**{"a": "first", "b": "second", **STRINGS, **change}))
         found[label] = (out / label / "check.o", source.parent)
         commands.append(["g++", "-c", "-O2", "-g", "-ffunction-sections", str(source), "-o", str(found[label][0])])
     toolchains.run_all(commands, cwd=out)
@@ -156,5 +167,10 @@ def test_a_host_string_with_the_folder_in_it_is_the_same_built_elsewhere(host_ob
 
 
 def test_a_call_to_another_function_shows_where_strings_are_read_by_name(host_objects: dict) -> None:
-    """Only a relocation differs (the call's bytes are the same): the by-name digest still sees it."""
+    """Only relocations differ (the calls' bytes and the symbols are the same): the by-name digest sees it."""
     assert _host(host_objects["other"]) != _host(host_objects["base"])
+
+
+def test_a_reference_to_another_string_shows_where_strings_are_read_by_name(host_objects: dict) -> None:
+    """The same strings, each passed where the other was: which string a reference points at counts."""
+    assert _host(host_objects["swapped"]) != _host(host_objects["base"])

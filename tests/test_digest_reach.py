@@ -28,11 +28,11 @@ __global__ void reader(int* x) {{ x[0] = table[x[1] & 3]; }}
 __global__ void says(int* x) {{ if (x[0] < 0) printf("{message}", x[0]); }}
 __global__ void alone(int* x) {{ x[0] = 7; }}
 """
-# Relocatable: nvcc keeps target, whose address only data holds (whole-program code drops it).
+# Relocatable: nvcc keeps target as a function of its own (whole-program code clones it into its caller).
 RDC_SOURCE = """#include <cstdio>
 __device__ __noinline__ void target(int v) {{ printf("{message}", v); }}
 __device__ void (*pointer)(int) = target;
-__global__ void through(int* x) {{ pointer(x[0]); }}
+__global__ void through(int* x) {{ if (x[1]) pointer(x[0]); else target(x[0]); }}
 __global__ void alone(int* x) {{ x[0] = 7; }}
 """
 BASE = {"table": "4", "helper": "2", "message": "negative: %d\\n"}
@@ -81,8 +81,8 @@ def test_the_users_device_data_is_every_kernels(reach: dict[str, Path]) -> None:
 
 
 def test_a_function_module_data_points_at_is_every_kernels_with_what_it_reads(reach: dict[str, Path]) -> None:
-    """``pointer`` holds target's address, so any kernel may call it: the literal it prints, through the bank
-    it reads, is every kernel's too, not only through's (which reads that bank to find ``pointer``)."""
+    """``pointer`` holds target's address, so any kernel may call it: the literal it prints is every kernel's
+    too, not only through's (which calls it by name too, so the literal is reached, not left over)."""
     assert _changed(reach, "rdc-message")["sm_80"] == set(RDC)
 
 
@@ -124,6 +124,7 @@ def test_every_bank_cuobjdump_prints_an_instruction_reading_is_found(reach: dict
 
 
 HOST = """extern void first(const char*); extern void second(const char*);
+void both() {{ first("1"); second("2"); }}  // the symbol table's order, whichever the calls below name
 void check(int n) {{ if (n < 0) {a}(__FILE__ ": n must not be negative, and this message is long"); }}
 void other(int n) {{ if (n > 9) {b}({c}); if (n == 5) first({d}); }}
 """

@@ -83,6 +83,8 @@ MODULE = ""  # the node of what no function owns
 GLOBAL_INIT = b".nv.global.init"  # initialised global data: user variables and nvcc's string pool
 BANK = re.compile(rb"\.nv\.constant(\d+)")  # a module's constant bank (a kernel's own is .nv.constant0.<k>)
 POOLED = re.compile(r"\$str(?:\$\d+)?|__unnamed_\d+")  # nvcc's literals: no source can name them
+STT_CUDA_OBJECT = 13  # what relocatable device code (-rdc) types its data objects as (STT_LOPROC)
+DATA = frozenset({STT_OBJECT, STT_CUDA_OBJECT})
 # Where an instruction's constant operand names its bank (bits 54-58 of its first 64-bit word) on the
 # architectures checked against cuobjdump -sass: every c[<bank>] it prints was found so, none missed.
 BANK_ENCODING = frozenset({"sm_75", "sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm_103",
@@ -221,7 +223,7 @@ class _Cubin(CubinSymbols):
             kind = info & 0xF
             if shndx in self.literals and kind != STT_SECTION:
                 name = self.symbol_names[index]
-                node = f"[literal {name}]" if kind == STT_OBJECT and POOLED.fullmatch(name) else MODULE
+                node = f"[literal {name}]" if kind in DATA and POOLED.fullmatch(name) else MODULE
                 self.literal_nodes[index] = node
                 if size:
                     self.spans[shndx].append((value, value + size, index))

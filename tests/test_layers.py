@@ -1,12 +1,12 @@
 """The package's layers import one way: read every import with ``ast`` and check the rules.
 
 Layers are the package's sub-folders; ``errors``, ``_version``, ``_statefile``, ``_graph``,
-``_atomic``, ``_commit``, ``_words`` and ``cmakedir`` are shared by all. The rules (docs/layout.md):
+``_atomic``, ``_commit``, ``_words``, ``_unitnames`` and ``cmakedir`` are shared by all. The rules (docs/layout.md):
 
 - ``readers`` and ``buildtree`` import nothing of ``producer``, ``consumer``
   or ``cli``, nor of each other;
 - ``mapformat`` imports only ``errors``, ``_atomic`` and ``_commit``;
-- ``consumer`` imports only ``mapformat``, ``errors``, ``_graph`` and ``_words``;
+- ``consumer`` imports only ``mapformat``, ``errors``, ``_graph``, ``_words`` and ``_unitnames``;
 - ``producer`` imports neither ``consumer`` nor ``cli``;
 - ``recorder`` imports only ``mapformat`` (for the commit), ``errors``, ``_atomic`` and ``_words``;
 - nothing imports ``cli`` except ``__main__``;
@@ -22,7 +22,7 @@ import pytest
 
 PACKAGE = "kernel_symbol_map"
 ROOT = Path(__file__).resolve().parents[1] / "python" / PACKAGE
-SHARED = {"errors", "_version", "_statefile", "_atomic", "cmakedir", "_graph", "_commit", "_words"}
+SHARED = {"errors", "_version", "_statefile", "_atomic", "cmakedir", "_graph", "_commit", "_words", "_unitnames"}
 LAYERS = {"readers", "buildtree", "mapformat", "producer", "consumer", "recorder", "cli"}
 
 # layer -> the other parts of the package it may import (itself always allowed)
@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "readers": SHARED,
     "buildtree": SHARED,
     "mapformat": {"errors", "_atomic", "_commit"},
-    "consumer": {"mapformat", "errors", "_graph", "_words"},
+    "consumer": {"mapformat", "errors", "_graph", "_words", "_unitnames"},
     "producer": SHARED | {"readers", "buildtree", "mapformat"},
     "recorder": {"errors", "_atomic", "mapformat", "_words"},
     "cli": SHARED | {"readers", "buildtree", "mapformat", "producer", "consumer", "recorder"},
@@ -43,6 +43,7 @@ ALLOWED: dict[str, set[str]] = {
     "cmakedir": {"errors"},
     "_graph": set(),
     "_words": set(),
+    "_unitnames": set(),
     # the package's face names the public API lazily; __main__ runs the CLI
     "__init__": SHARED | {"readers", "consumer"},
     "__main__": {"cli"},

@@ -37,13 +37,15 @@ from kernel_symbol_map.consumer.selection import Options, select
 
 BASE, CHANGE = "a" * 40, "c" * 40
 SHORT, LONG = "a", "a-second-runner-with-a-much-longer-folder"
-KERNELS = {"checked": "_Z7checkedPi", "plain": "_Z5plainPi", "message": "_Z7messagePi"}
+# Each kernel by the end of its mangled name: an anonymous namespace's name holds a hash of the file's path.
+KERNELS = {"checked": "_Z7checkedPi", "plain": "_Z5plainPi", "message": "_Z7messagePi", "hidden": "6hiddenEPi"}
 # One edit each, made in the second folder's checkout (file, old, new); the others are undone first.
 EDITS = {
     "comment": ("csrc/kernels.cu", "int registry_size()", "// a comment, and nothing else\nint registry_size()"),
     "body": ("csrc/kernels.cu", "x[threadIdx.x] *= 2;", "x[threadIdx.x] *= 3;"),
     "assert": ("csrc/kernels.cu", '"x must not be negative"', '"x must be zero or more"'),
     "host": ("csrc/kernels.cu", '"x is null"', '"x is missing"'),
+    "hidden": ("csrc/kernels.cu", "x[threadIdx.x] -= 1;", "x[threadIdx.x] -= 2;"),
     "launcher": ("csrc/launcher.cpp", "n must be positive", "n must be one or more"),
     "version": ("csrc/version.cpp", '"1.0.0"', '"1.0.1"'),
 }
@@ -52,6 +54,7 @@ EDITS = {
 @dataclass
 class Builds:
     maps: dict[str, Path] = field(default_factory=dict)  # "short", "long" (both base), and each edit's
+    names: dict[str, str] = field(default_factory=dict)  # KERNELS as the base's build (the short folder) names them
     truth: dict[str, kernel_oracle.KernelDifference] = field(default_factory=dict)  # each edit's, from oracles
     hosts: dict[str, list[str]] = field(default_factory=dict)  # each edit's objects whose host code changed
 
@@ -79,6 +82,9 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
              for label in (SHORT, LONG)}
     found.maps["short"] = _map(trees[SHORT].build, where / "short.json.gz", BASE)
     found.maps["long"] = _map(trees[LONG].build, where / "long.json.gz", CHANGE)
+    symbols = [s for o in _load(found.maps["short"])["objects"] for s in o["symbols"]]
+    found.names = {k: next(s for s in symbols if s.endswith(v)) for k, v in KERNELS.items()}
+    assert "_GLOBAL__N__" in found.names["hidden"]
     tree = trees[LONG]
     before = kernel_oracle.snapshot_all(_objects(tree.build))
     pristine = {f: (tree.source / f).read_text() for f, _, _ in EDITS.values()}
@@ -112,21 +118,23 @@ LOADED = {
     "test_message": ({"message"}, {"libops.so"}),
     "test_launcher": ({"checked"}, {"liblaunchers.so", "libops.so"}),  # run_checked, then ops' kernel
     "test_registry": (set(), {"libops.so"}),  # host code of ops only: registry_size()
+    "test_hidden": ({"hidden"}, {"libops.so"}),
     "test_version": (set(), {"libinfo.so.1"}),  # by its SONAME
 }
 
 
-def _tests(libraries: bool = True, rename: dict[str, str] | None = None) -> list[Recording]:
-    """Every test of LOADED; without ``libraries``, recorded as before they were (the kernels-launched rule)."""
+def _tests(builds: Builds, libraries: bool = True, rename: dict[str, str] | None = None) -> list[Recording]:
+    """Every test of LOADED, as the base's build names its kernels; without ``libraries``, recorded as before
+    they were (the kernels-launched rule)."""
     rename = rename or {}
-    return [Recording(test, frozenset(KERNELS[k] for k in kernels), True, BASE, "rec",
+    return [Recording(test, frozenset(builds.names[k] for k in kernels), True, BASE, "rec",
                       libraries=frozenset({rename.get(n, n) for n in files} | SYSTEM) if libraries else None)
             for test, (kernels, files) in LOADED.items()]
 
 
 def _selection(builds: Builds, change: str, changed: list[str], tests: list[Recording] | None = None,
                **options: Any) -> Any:
-    return select(KernelMap(_load(builds.maps[change])), tests or _tests(), changed, options=Options(**options),
+    return select(KernelMap(_load(builds.maps[change])), tests or _tests(builds), changed, options=Options(**options),
                   base=[KernelMap(_load(builds.maps["short"]))])
 
 
@@ -150,7 +158,9 @@ def test_two_clean_builds_in_two_folders_have_equal_digests(builds: Builds) -> N
 
 
 def test_what_the_folders_wrote_is_in_the_objects(builds: Builds) -> None:
-    """The noise this checks is there: each object spells its folder, in code and in debug information."""
+    """The noise this checks is there: each object spells its folder, in code and in debug information,
+    and nvcc names the anonymous namespace after it."""
+    assert builds.names["hidden"] not in {s for o in _load(builds.maps["long"])["objects"] for s in o["symbols"]}
     for label in ("short", "long"):
         build = builds.maps[label].parent / (SHORT if label == "short" else LONG) / "build"
         source = build.parent / "src"
@@ -162,12 +172,13 @@ def test_what_the_folders_wrote_is_in_the_objects(builds: Builds) -> None:
 @pytest.mark.parametrize("change,expected", [
     ("comment", set()),
     ("body", {"test_plain"}),
+    ("hidden", {"test_hidden"}),  # named after another folder in each build: matched all the same
     ("assert", {"test_checked", "test_message", "test_launcher"}),  # checked and message read the bank of
     # the addresses of the assert's strings
 ])
 def test_a_kernel_edit_runs_what_its_rebuild_changed(builds: Builds, change: str, expected: set[str]) -> None:
     truth = builds.truth[change]
-    must = {t.test for t in _tests() if t.kernels & truth.kernels_changed}
+    must = {t.test for t in _tests(builds) if t.kernels & truth.kernels_changed}
     assert must <= expected
     ran = _ran(builds, change, ["csrc/kernels.cu"])
     assert must <= ran, f"{change}: skipped {must - ran}, which its rebuild changed"
@@ -218,15 +229,15 @@ def test_a_host_edit_in_a_kernel_file_runs_every_test_that_loaded_its_library(bu
 
 
 def test_recordings_without_libraries_keep_the_kernels_rule(builds: Builds) -> None:
-    old = _tests(libraries=False)
+    old = _tests(builds, libraries=False)
     assert _ran(builds, "host", ["csrc/kernels.cu"], old) == {"test_checked", "test_plain", "test_message",
-                                                               "test_launcher"}
+                                                               "test_launcher", "test_hidden"}
     assert _ran(builds, "launcher", ["csrc/launcher.cpp"], old) == set(LOADED)  # no kernels: every test
 
 
 def test_a_library_no_recording_lists_runs_every_test_and_says_why(builds: Builds) -> None:
     """libinfo installed as another name: no recording lists a file the map knows, so every test runs."""
-    s = _selection(builds, "version", ["csrc/version.cpp"], _tests(rename={"libinfo.so.1": "_info.cpython.so"}))
+    s = _selection(builds, "version", ["csrc/version.cpp"], _tests(builds, rename={"libinfo.so.1": "_info.cpython.so"}))
     assert set(s.to_run) == set(LOADED) and s.fallback == "host-changed"
     assert "libinfo.so" in s.fallback_why and "another name" in s.fallback_why
 

@@ -17,8 +17,8 @@ import argparse
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from ._commands import summary_of
 from ..errors import MapError
+from ._commands import summary_of
 from ._output import EXIT_OK, plural, write_json
 
 if TYPE_CHECKING:
@@ -44,26 +44,37 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(run=run)
 
 
-def _sources(kmap: KernelMap) -> dict[str, set[str]]:
+def _sources(kmap: KernelMap) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """Each kernel's sources, by the name it has in any folder (nvcc's hash of a file's path in an anonymous
+    namespace masked, where the object holds one); and that name -> the name this map spells."""
+    from .. import _unitnames as unitnames  # at run time: --help imports this command's module only
+
     found: dict[str, set[str]] = defaultdict(set)
+    spelled: dict[str, str] = {}
     for o in kmap.objects:
-        for s in o["symbols"]:
-            found[s].add(o["source"])
-    return found
+        names = list(o["symbols"])
+        for name, s in zip(unitnames.canonical(names) or names, names):
+            found[name].add(o["source"])
+            spelled.setdefault(name, s)
+    return found, spelled
 
 
 def compare(old: KernelMap, new: KernelMap) -> dict[str, Any]:
     from ..consumer import emitted
 
-    a, b = _sources(old), _sources(new)
+    (a, old_names), (b, new_names) = _sources(old), _sources(new)
     why = emitted.unusable([old], [new])
     found = emitted.compare([old], [new]) if why is None else None
+    canonical = {spelled: name for names in (old_names, new_names) for name, spelled in names.items()}
+    changed = {canonical.get(s, s): how for s, how in (found.kernels.items() if found else ()) if how.startswith("changed")}
+    changed = {c: how for c, how in changed.items() if c in b}  # each once, as the new map spells it
     return {
-        "added": [{"symbol": s, "sources": sorted(b[s])} for s in sorted(set(b) - set(a))],
-        "removed": [{"symbol": s, "sources": sorted(a[s])} for s in sorted(set(a) - set(b))],
-        "moved": [{"symbol": s, "from": sorted(a[s]), "to": sorted(b[s])} for s in sorted(set(a) & set(b)) if a[s] != b[s]],
-        "changed": [{"symbol": s, "sources": sorted(b[s]), "how": how} for s, how in (found.kernels.items() if found else ())
-                    if how.startswith("changed")],
+        "added": [{"symbol": new_names[s], "sources": sorted(b[s])} for s in sorted(set(b) - set(a))],
+        "removed": [{"symbol": old_names[s], "sources": sorted(a[s])} for s in sorted(set(a) - set(b))],
+        "moved": [{"symbol": new_names[s], "from": sorted(a[s]), "to": sorted(b[s])}
+                  for s in sorted(set(a) & set(b)) if a[s] != b[s]],
+        "changed": [{"symbol": new_names[c], "sources": sorted(b[c]), "how": how}
+                    for c, how in sorted(changed.items())],
         "changed_unknown": why[1] if why else "",
     }
 

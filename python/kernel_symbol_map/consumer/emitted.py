@@ -5,7 +5,9 @@ the change's own build. Objects are matched by target and path. A kernel
 *changed* when its digests differ in some object that holds it (a device-link
 image as well as the object compiling it), in some architecture, or it
 appeared in or went away from an object (a kernel that moves between files
-changed). An object's *host changed* when its host digest differs, or the
+changed; an object's kernels are matched by the names they have in any folder,
+nvcc's hash of the file's path in an anonymous namespace's name masked). An
+object's *host changed* when its host digest differs, or the
 object is in one build only. Relocatable device code (``-rdc``, ``-fgpu-rdc``)
 that differs reaches every kernel of relocatable code in its target and the
 targets linked to it, either way: its device functions are linked into them
@@ -23,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .. import _unitnames as unitnames
 from .._graph import reachable
 from ..mapformat import digests as map_digests
 from .kernelmap import KernelMap
@@ -111,21 +114,23 @@ def compare(base: Sequence[KernelMap], new: Sequence[KernelMap]) -> Emitted:
     relocated: set[str] = set()  # targets whose relocatable device code differs
     for key in sorted(before.keys() | after.keys()):
         a, b = before.get(key), after.get(key)
-        ka, kb = (a.kernels if a else {}), (b.kernels if b else {})
+        ka, kb = _by_unit(a), _by_unit(b)
         for kernel in sorted(ka.keys() | kb.keys()):
             if kernel not in ka:
                 how = "added"
             elif kernel not in kb:
                 how = "removed"
-            elif ka[kernel] != kb[kernel]:
-                how = f"changed ({', '.join(sorted({arch for arch, _ in ka[kernel] ^ kb[kernel]}))})"
+            elif ka[kernel][1] != kb[kernel][1]:
+                how = f"changed ({', '.join(sorted({arch for arch, _ in ka[kernel][1] ^ kb[kernel][1]}))})"
             else:
                 continue
-            found.kernels.setdefault(kernel, how)
+            for side in (ka, kb):  # as each build spells it: recordings name the one their build had
+                if kernel in side:
+                    found.kernels.setdefault(side[kernel][0], how)
         if a is None or b is None or a.host != b.host:
             how = "added" if a is None else "removed" if b is None else "changed"
             found.hosts.append(HostChange(key[1], key[0], (b or a).source, how,  # type: ignore[union-attr]
-                                          frozenset(ka) | frozenset(kb)))
+                                          frozenset(a.kernels if a else ()) | frozenset(b.kernels if b else ())))
         if (a.relocatable if a else {}) != (b.relocatable if b else {}):
             relocated.add(key[0])
     if relocated:
@@ -145,6 +150,16 @@ class _Object:
     host: str | None
     kernels: dict[str, frozenset[tuple[str, str]]]  # kernel -> its (architecture, digest) pairs
     relocatable: dict[str, str]
+
+
+def _by_unit(o: _Object | None) -> dict[str, tuple[str, frozenset[tuple[str, str]]]]:
+    """An object's kernels by the name they have in any folder (nvcc's hash of the file's path masked,
+    :mod:`.._unitnames`, where the object holds one): name -> (the name in this build, its digests)."""
+    if o is None:
+        return {}
+    names = list(o.kernels)
+    canonical = unitnames.canonical(names) or names
+    return {c: (n, o.kernels[n]) for c, n in zip(canonical, names)}
 
 
 def _objects(kmaps: Sequence[KernelMap]) -> dict[tuple[str, str], _Object]:

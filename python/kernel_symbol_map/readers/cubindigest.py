@@ -37,7 +37,8 @@ never by offset: code reaches it only through relocations, which name a
 symbol (or the section and an offset, which then shows), so a longer path in
 one string, which moves the others, changes no digest.
 
-Debug information is left out (``.debug_line``, ``.nv_debug_*``: what
+nvcc's hash of the unit's path in the names of its anonymous namespace is
+masked (:mod:`.._unitnames`). Debug information is left out (``.debug_line``, ``.nv_debug_*``: what
 ``-lineinfo`` and ``-G`` add, with the sources' mtimes in its file table):
 the GPU never runs or reads it. ``-G`` changes the code itself, which counts.
 A change to one kernel's body therefore leaves the others' digests alone,
@@ -60,8 +61,11 @@ from .._graph import reachable
 from ._digest import DIGEST_BYTES
 from .cubinsections import Namer
 from .cuda import STO_CUDA_ENTRY
+from .. import _unitnames as unitnames
+from ._blob import Blob
 from .devicecode import cubin_arch
 from .folders import NONE, Folders
+from .._unitnames import unit_hash
 from .elf import (
     EM_CUDA,
     SHF_EXECINSTR,
@@ -284,6 +288,14 @@ def kernel_digests(elf: ElfFile, symbols: CubinSymbols | None = None, folders: F
     they were parsed already; ``folders``: the build's, masked in literals."""
     if elf.machine != EM_CUDA:
         raise elf.blob.error(f"cubin has e_machine {elf.machine}, expected {EM_CUDA} (CUDA)")
+    raw = elf.blob.read(0, elf.blob.size, "cubin")
+    unit = unit_hash(raw)
+    if unit is not None:  # its unit's hash masked, at its length: digested as if built in any folder
+        elf, symbols = ElfFile(Blob.from_bytes(elf.blob.name, unitnames.masked(raw, unit))), None
+    return unitnames.unmasked(_kernel_digests(elf, symbols, folders), unit)
+
+
+def _kernel_digests(elf: ElfFile, symbols: CubinSymbols | None, folders: Folders) -> dict[str, str]:
     cubin = _Cubin(elf, symbols)
     banks = cubin.banks
     graph = _Graph()

@@ -8,6 +8,8 @@ folders, give one digest:
   in a host ``STT_FILE`` symbol (masked in the string table, at its length),
   with ``-ffunction-sections`` in the names of the sections of a file's static
   initializers (``.text.startup._GLOBAL__sub_I_tmpxft_...``), and in strings;
+* nvcc's hash of the file's path in the names of its anonymous namespace and
+  ``-rdc`` statics (:mod:`.._unitnames`), at its length, wherever it is;
 * the build's folders in string literals (``__FILE__``, :mod:`.folders`): a
   string section (``.rodata.str1.1``) is digested as its strings, masked, and
   a relocation that points into it by which string and where in it, not by
@@ -38,7 +40,9 @@ from ._digest import new
 from .elf import (
     SHT_DYNSYM, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB, STT_SECTION, ElfFile, Elf64_Rela, Elf64_Sym, Header,
 )
+from .. import _unitnames as unitnames
 from .folders import NONE, Folders
+from .._unitnames import unit_hash
 
 TMPXFT = regex.compile(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")
 _TMPXFT_TEXT = regex.compile(TMPXFT.pattern.decode())
@@ -92,12 +96,18 @@ def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: 
     except FormatError:
         whole = b""  # a file that shrank: each section's own read says so
 
+    unit = unit_hash(b"".join(elf.read(elf.section_at(headers[i].link)) for i in tables))  # of the names
+
     def contents(x: Header) -> bytes:
         if x.type == SHT_NOBITS:
             return b""
         if x.offset + x.size <= len(whole):
-            return whole[x.offset : x.offset + x.size]
-        return blob.read(x.offset, x.size, f"section {x.name!r}")  # a larger file's, or past the end: named
+            return unitnames.masked(whole[x.offset : x.offset + x.size], unit)
+        # a larger file's, or past the end: the read's own check names it
+        return unitnames.masked(blob.read(x.offset, x.size, f"section {x.name!r}"), unit)
+
+    def named(x: Header) -> bytes:
+        return unitnames.masked(TMPXFT.sub(MASKED, x.name) if b"tmpxft_" in x.name else x.name, unit)
 
     kept = [i for i, x in enumerate(headers)
             if not (i in skip or i in hidden or (x.type in (SHT_REL, SHT_RELA) and x.info in hidden | unread))]
@@ -110,7 +120,7 @@ def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: 
             strings[i], changed = _masked_strings(data, folders if b"/" in data else NONE)
             masked = masked or changed
     if masked:  # a longer path moves strings, and may move one into a section of its own: by names
-        return _by_names(elf, headers, kept, hidden, strings, contents, h)
+        return _by_names(elf, headers, kept, hidden, strings, contents, named, unit, h)
     for i in tables:  # the table as it is, but where a container starts and how long it is: device code
         table = elf.section_at(i)
         if table.size % Elf64_Sym.size:
@@ -118,12 +128,11 @@ def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: 
         entries = bytearray(elf.read(table))  # packed again as unpacked: only a container's symbols change
         for at in [at for at, (shndx,) in enumerate(_SHNDX.iter_unpack(entries)) if shndx in hidden]:
             entries[at * Elf64_Sym.size + 8 : (at + 1) * Elf64_Sym.size] = bytes(16)  # st_value, st_size: 0
-        names = elf.read(elf.section_at(table.link))
+        names = unitnames.masked(elf.read(elf.section_at(table.link)), unit)
         feed(h, bytes(entries), TMPXFT.sub(MASKED, names) if b"tmpxft_" in names else names)
     for i in kept:
         x = headers[i]
-        name = TMPXFT.sub(MASKED, x.name) if b"tmpxft_" in x.name else x.name
-        feed(h, name, x.type, x.flags, x.entsize, x.size, contents(x))
+        feed(h, named(x), x.type, x.flags, x.entsize, x.size, contents(x))
     return h.hexdigest()
 
 
@@ -141,7 +150,7 @@ def _masked_strings(data: bytes, folders: Folders) -> tuple[tuple[list[int], lis
 
 def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[int],
               strings: dict[int, tuple[list[int], list[bytes]]], contents: Callable[[Header], bytes],
-              h: hashlib.blake2b) -> str:
+              named: Callable[[Header], bytes], unit: bytes | None, h: hashlib.blake2b) -> str:
     """The digest of an object whose string sections hold a masked string, every index named.
 
     GCC puts a string of 32 bytes or more in a section of its own alignment
@@ -152,9 +161,6 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
     strings is the string it points at and where in it, and a COMDAT group is
     the names of its members.
     """
-    def named(x: Header) -> bytes:
-        return TMPXFT.sub(MASKED, x.name) if b"tmpxft_" in x.name else x.name
-
     key = {i: (_STR_ALIGN.sub(b".str", named(x)) if i in strings else named(x)) for i, x in enumerate(headers)}
     pools: dict[bytes, set[bytes]] = {}
     for i, (_, texts) in strings.items():
@@ -181,6 +187,8 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
         facts = []
         for (_, info, other, shndx, value, size), name in zip(rows, names):
             masked = _TMPXFT_TEXT.sub("tmpxft", name) if "tmpxft_" in name else name
+            if unit is not None and unit.decode() in masked:
+                masked = unitnames.masked(masked.encode(), unit).decode()
             if info & 0xF == STT_SECTION:
                 refs.append(("section", shndx))  # where a relocation points, resolved with its addend
                 if shndx not in strings:

@@ -30,7 +30,9 @@ from .._graph import reachable
 from . import cuda
 from ._blob import Blob
 from ._digest import DIGEST_BYTES, feed
+from .. import _unitnames as unitnames
 from .folders import NONE, Folders
+from .._unitnames import unit_hash
 
 # Strings are kept (a .file directive's path), comments dropped: neither may hold structure.
 _LEXEMES = re.compile(rb'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
@@ -54,7 +56,16 @@ _POOLED = re.compile(rb"\$str(?:\$\d+)?|__unnamed_\d+")  # nvcc's literals
 def entry_digests(text: bytes, folders: Folders = NONE) -> tuple[dict[str, str], bool]:
     """Each entry's digest (hex), and whether they are per entry (False: every entry has the text's). The
     entries are those the text defines, as many as it has ``.entry`` directives; when it does not split so,
-    ``cuda.ptx_entries`` names them. ``folders``: the build's, masked in byte arrays."""
+    ``cuda.ptx_entries`` names them. ``folders``: the build's, masked in byte arrays. nvcc's hash of the
+    unit's path in names is masked (:mod:`.._unitnames`)."""
+    unit = unit_hash(text)
+    if unit is None:
+        return _entry_digests(text, folders)
+    found, per_entry = _entry_digests(unitnames.masked(text, unit), folders)
+    return unitnames.unmasked(found, unit), per_entry
+
+
+def _entry_digests(text: bytes, folders: Folders) -> tuple[dict[str, str], bool]:
     if b'"' in text or b"*" in text and b"/*" in text:  # "*" first: one byte is found at memchr's speed
         code = _LEXEMES.sub(lambda m: m.group() if m.group().startswith(b'"') else b" ", text)
         masked = _STRING.sub(lambda m: b'"' + b"x" * (len(m.group()) - 2) + b'"', code)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import FormatError
+from .. import _unitnames as unitnames
 from . import _decompress, archive, bitcode, cuda, fatbin, hip, offloading
 from ._blob import Blob, OpenFile
 from ._digest import new as new_digest
@@ -261,10 +262,14 @@ def cubin(elf: ElfFile, stored: int, arch: str = "", digests: bool = False, fold
     if missing:
         raise FormatError(elf.blob.name, f"kernel {min(missing)} has no .text.<kernel> section")
     found = kernel_digests(elf, symbols, folders) if digests else {}
-    relocatable = new_digest(elf.blob.read(0, elf.blob.size, "cubin")).hexdigest() \
-        if digests and elf.type == ET_REL else ""
+    relocatable = _whole(elf.blob.read(0, elf.blob.size, "cubin")) if digests and elf.type == ET_REL else ""
     return _checked(Image(arch or cubin_arch(elf), CUBIN, elf.blob.size, stored, code,
                           {k: v for k, v in owned.items() if v}, found, relocatable=relocatable), elf.blob)
+
+
+def _whole(raw: bytes) -> str:
+    """A relocatable cubin's whole-image digest, its unit's path hash masked (:mod:`.._unitnames`)."""
+    return new_digest(unitnames.masked(raw, unitnames.unit_hash(raw))).hexdigest()
 
 
 def _check_sections(blob: Blob, names: list[bytes], types: Sequence[int], offsets: Sequence[int],

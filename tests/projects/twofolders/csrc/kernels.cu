@@ -25,6 +25,11 @@ __global__ void message(int* x) {
   if (x[0] < 0) printf("negative: %d\n", x[0]);
 }
 
+// An anonymous namespace: nvcc names it after a hash of the file's path, in host and device code alike.
+namespace {
+__global__ void hidden(int* x) { x[threadIdx.x] -= 1; }
+}  // namespace
+
 void ops_fail(const char* file, int line, const char* what) {
   throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + what);
 }
@@ -40,5 +45,7 @@ void launch_plain(int* x) {
 }
 
 void launch_message(int* x) { message<<<1, 1>>>(x); }
+
+void launch_hidden(int* x) { hidden<<<1, 32>>>(x); }
 
 int registry_size() { return int(registry_name.size()); }

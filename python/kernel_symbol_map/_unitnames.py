@@ -1,0 +1,58 @@
+"""nvcc's hash of a translation unit's path, in the names of its internal-linkage code.
+
+nvcc names an anonymous namespace ``_GLOBAL__N__<hash>_<n>_<file>_...`` and,
+under ``-rdc``, a static function ``__nv_static_<n>__<hash>_<n>_<file>_...``,
+the unit's module id ``_<hash>_<n>_<file>_...`` and its registration
+(``__fatbinwrap_<hash>_...``, ``__cudaRegisterLinkedBinary_<hash>_...``),
+where ``<hash>`` (8 hex digits) is made from the path the file was compiled
+at: the same file built in another folder names the same code otherwise.
+One translation unit has one such hash. Masking it (at its length, so every
+offset keeps its meaning) where a file holds exactly one makes two builds in
+two folders name the same code alike; a file with several (a device link of
+many units) is left as it is, and differs, the safe way.
+"""
+
+from __future__ import annotations
+
+import regex
+
+_NAMED = rb"_GLOBAL__N__|__nv_static_\d{1,6}__|__fatbinwrap_|__cudaRegisterLinkedBinary_"
+UNIT = regex.compile(rb"(?<=" + _NAMED + rb")[0-9a-f]{8}(?=_\d+_)")  # where a unit's hash is found
+UNIT_TEXT = regex.compile(UNIT.pattern.decode())
+MASK = b"xxxxxxxx"
+MARKERS = (b"_GLOBAL__N__", b"__nv_static_", b"__fatbinwrap_", b"__cudaRegisterLinkedBinary_")
+
+
+def unit_hash(data: bytes) -> bytes | None:
+    """The one unit hash ``data`` holds; None when it holds none, or several."""
+    if not any(m in data for m in MARKERS):
+        return None
+    found = set(UNIT.findall(data))
+    return found.pop() if len(found) == 1 else None
+
+
+def masked(data: bytes, unit: bytes | None) -> bytes:
+    """``data`` with ``unit``'s hash masked wherever a name of the unit holds it, as found or as its module
+    id (``_<hash>_<n>_<file>``): the hash then ``_<digits>_`` (nothing when ``unit`` is None)."""
+    if unit is None or unit not in data:
+        return data
+    return regex.sub(rb"(?<![0-9a-f])" + unit + rb"(?=_\d+_)", MASK, data)
+
+
+def canonical(names: list[str]) -> list[str] | None:
+    """``names`` (one object's kernels) with their one unit hash masked; None when they hold none or several."""
+    found = {h for n in names for h in UNIT_TEXT.findall(n)}
+    if len(found) != 1:
+        return None
+    return [UNIT_TEXT.sub(MASK.decode(), n) for n in names]
+
+
+_MASKED = regex.compile(r"(?<![0-9a-f])xxxxxxxx(?=_\d+_)")
+
+
+def unmasked(names: dict[str, str], unit: bytes | None) -> dict[str, str]:
+    """A digest table keyed by masked names, keyed by the names ``unit``'s hash gave them again."""
+    if unit is None:
+        return names
+    text = unit.decode()
+    return {_MASKED.sub(text, name): digest for name, digest in names.items()}

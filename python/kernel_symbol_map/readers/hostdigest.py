@@ -111,15 +111,11 @@ def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: 
 
     kept = [i for i, x in enumerate(headers)
             if not (i in skip or i in hidden or (x.type in (SHT_REL, SHT_RELA) and x.info in hidden | unread))]
-    strings: dict[int, tuple[list[int], list[bytes]]] = {}  # string sections: where each string starts, masked
-    masked = False
-    for i in kept:
-        x = headers[i]
-        if x.flags & SHF_STRINGS and x.entsize <= 1 and x.type != SHT_NOBITS:
-            data = contents(x)
-            strings[i], changed = _masked_strings(data, folders if b"/" in data else NONE)
-            masked = masked or changed
-    if masked:  # a longer path moves strings, and may move one into a section of its own: by names
+    texts = [i for i in kept if headers[i].flags & SHF_STRINGS and headers[i].entsize <= 1
+             and headers[i].type != SHT_NOBITS]  # string sections
+    if any(_masks(contents(headers[i]), folders) for i in texts):
+        # A longer path moves strings, and may move one into a section of its own: every index by name.
+        strings = {i: _masked_strings(contents(headers[i]), folders) for i in texts}
         return _by_names(elf, headers, kept, hidden, strings, contents, named, unit, h)
     for i in tables:  # the table as it is, but where a container starts and how long it is: device code
         table = elf.section_at(i)
@@ -136,16 +132,22 @@ def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: 
     return h.hexdigest()
 
 
-def _masked_strings(data: bytes, folders: Folders) -> tuple[tuple[list[int], list[bytes]], bool]:
+def _masks(data: bytes, folders: Folders) -> bool:
+    """Whether a string section holds a string that a mask changes (the NUL before a string starts a path
+    as its start does: the whole section is masked at once)."""
+    return b"tmpxft_" in data or bool(folders) and b"/" in data and folders.mask(data) != data
+
+
+def _masked_strings(data: bytes, folders: Folders) -> tuple[list[int], list[bytes]]:
     """Where each of a string section's strings starts, and the strings with nvcc's temporary names and
-    ``folders`` masked; and whether a mask changed one."""
+    ``folders`` masked."""
     texts = data.split(b"\0")
     masked = [folders.mask(TMPXFT.sub(MASKED, t) if b"tmpxft_" in t else t) for t in texts]
     starts, at = [], 0
     for t in texts:
         starts.append(at)
         at += len(t) + 1
-    return (starts, masked), masked != texts
+    return starts, masked
 
 
 def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[int],

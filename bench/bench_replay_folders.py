@@ -212,8 +212,8 @@ def main() -> int:
         print(f"| {r['commit'][:8]} {r['subject'][:40]} | {r['files']} | {pct(r['source'])} | {pct(r['output'])}"
               f"{' ' + r['fallback'] if r['fallback'] else ''} | {pct(r['oracle'])} | {len(r['misses'])} | "
               f"{len(r['noise'])} | {r['build_s']} s |")
-    print(f"{len(rows)} commits replayed in {time.perf_counter() - started:.0f} s; misses {sum(len(r['misses']) for r in rows)}, "
-          f"noisy objects {sum(len(r['noise']) for r in rows)}")
+    misses, noisy = sum(len(r["misses"]) for r in rows), sum(len(r["noise"]) for r in rows)
+    print(f"{len(rows)} commits replayed in {time.perf_counter() - started:.0f} s; misses {misses}, noisy objects {noisy}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 1 if any(r["misses"] or r["noise"] for r in rows) else 0

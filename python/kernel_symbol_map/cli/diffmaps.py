@@ -66,7 +66,8 @@ def compare(old: KernelMap, new: KernelMap) -> dict[str, Any]:
     why = emitted.unusable([old], [new])
     found = emitted.compare([old], [new]) if why is None else None
     canonical = {spelled: name for names in (old_names, new_names) for name, spelled in names.items()}
-    changed = {canonical.get(s, s): how for s, how in (found.kernels.items() if found else ()) if how.startswith("changed")}
+    kernels = found.kernels.items() if found else ()
+    changed = {canonical.get(s, s): how for s, how in kernels if how.startswith("changed")}
     changed = {c: how for c, how in changed.items() if c in b}  # each once, as the new map spells it
     return {
         "added": [{"symbol": new_names[s], "sources": sorted(b[s])} for s in sorted(set(b) - set(a))],

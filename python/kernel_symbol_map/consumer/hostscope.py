@@ -93,8 +93,8 @@ class HostScope:
         files = self.artefacts.get(change.target) if self.artefacts is not None else None
         if self.scope == KERNELS or not files:
             if not change.kernels:
-                unknown = "" if self.scope == KERNELS else \
-                    f"; which files hold it is unknown ({'no file-API reply' if self.artefacts is None else 'no library or executable links its target'})"
+                unknown = "" if self.scope == KERNELS else "; which files hold it is unknown (" + (
+                    "no file-API reply" if self.artefacts is None else "no library or executable links its target") + ")"
                 return HostReach(everything=f"{what}, and it has no kernels: any test may call it{unknown}")
             return HostReach(kernels=change.kernels)
         names = {stem(f) for f in files}
@@ -103,7 +103,8 @@ class HostScope:
         for test, loaded in self.loaded.items():
             if loaded is None:  # recorded before libraries were: the narrower rule, for this test
                 if not change.kernels:
-                    found[test] = (LOADED, f"{what}; its recording lists no libraries, and the object has no kernels")
+                    found[test] = (LOADED, f"{what}; its recording lists no libraries, and the object has no "
+                                   "kernels")
                 continue
             listing = True
             hit = sorted(loaded[n] for n in names & loaded.keys())

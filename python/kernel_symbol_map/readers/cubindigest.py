@@ -620,7 +620,8 @@ def _symbols(cubin: _Cubin, graph: _Graph) -> None:
         if index == 0 or info & 0xF == STT_SECTION or shndx == SHN_UNDEF:
             continue
         if shndx in literals:  # by name, not where it starts or how long a path made it
-            per_node.setdefault(literal_nodes[index], []).append((name, info, other, headers[shndx].name.decode(errors="replace")))
+            where = headers[shndx].name.decode(errors="replace")
+            per_node.setdefault(literal_nodes[index], []).append((name, info, other, where))
             continue
         if shndx < limit:  # defined: its section by name, decoded anew for each symbol (see _dumps)
             where, node = headers[shndx].name.decode(errors="replace"), owners[shndx]

@@ -219,7 +219,8 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
                 if ref[0] == "section":
                     entries.append((offset, info & 0xFFFFFFFF, *where(ref[1], addend)))  # type: ignore[arg-type]
                 elif ref[2] in strings:  # a symbol in strings: where it points, by name
-                    entries.append((offset, info & 0xFFFFFFFF, ref[1], *where(ref[2], ref[3] + addend)))  # type: ignore[arg-type,operator]
+                    _, name, shndx, value = ref
+                    entries.append((offset, info & 0xFFFFFFFF, name, *where(shndx, value + addend)))  # type: ignore[arg-type,operator]
                 else:
                     entries.append((offset, info & 0xFFFFFFFF, ref[1], addend))
             data = repr(entries).encode()

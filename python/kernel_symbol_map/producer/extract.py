@@ -80,10 +80,12 @@ def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options, 
     (and remembered)."""
     found: dict[Path, Read] = {}
     todo: list[tuple[Path, list[int] | None, ObjectCache | None]] = []
+    masked = hashlib.sha256(folders.key().encode()).hexdigest()[:16]  # digests mask these folders
     for obj, cache in objects:
         key = stat_key(obj)
         hit = cache.get(str(obj), key) if cache else None
-        if hit is not None and "digests" in hit:  # a cache from before digests were kept is a miss
+        # A cache from before digests were kept, or of digests that masked other folders, is a miss.
+        if hit is not None and "digests" in hit and hit.get("folders") == masked:
             kernels = {a: frozenset(s) for a, s in hit["kernels"].items()}
             found[obj] = Result(str(obj), kernels, device=hit["device"]), hit["sizes"], hit["digests"]
         else:
@@ -99,7 +101,8 @@ def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options, 
         found[obj] = result, sizes, digests
         if cache is not None and result.error is None and not result.members:
             cache.put(str(obj), key, {"kernels": {a: sorted(s) for a, s in result.kernels.items()},
-                                      "device": result.device, "sizes": sizes, "digests": digests})
+                                      "device": result.device, "sizes": sizes, "digests": digests,
+                                      "folders": masked})
     return found
 
 
@@ -264,7 +267,7 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     roles = {str(root): "source", **{f: f"build{i}" for i, f in enumerate(folders)},
              **{folder: f"dep:{name}" for name, folder in sorted(deps.items())}}
     masks = Folders(roles)
-    tool = f"{__version__}/{options.backend}/{hashlib.sha256(masks.key().encode()).hexdigest()[:16]}"
+    tool = f"{__version__}/{options.backend}"
     caches = {t.build_dir: ObjectCache(t.build_dir, tool, log) for t in trees} if options.use_cache else {}
     results = _read_all(
         [(o.object, caches.get(t.build_dir)) for t in trees for o in t.objects

@@ -1,7 +1,8 @@
 """Output mode replayed on a project's real history, each build in a folder of its own, as CI builds them.
 
     .venv/bin/python bench/bench_replay_folders.py --repo GITDIR [--path src/ggml-cuda] [--commits 20]
-                     [--work .cache/replay] [--project ggml|plain] [--cmake-arg ARG ...] [--jobs 2] [--json FILE]
+                     [--range A..B] [--work .cache/replay] [--project ggml|plain] [--cmake-arg ARG ...]
+                     [--jobs 2] [--json FILE]
 
 Opt-in, never part of ``scripts/test``: on ggml's CUDA backend (``--project ggml``: one architecture,
 FlashAttention's kernels compiled empty, as bench_emitted_ggml.py configures it) the first build of
@@ -68,9 +69,10 @@ def git(src: Path, *args: str) -> str:
     return run(["git", "-C", src, *args]).stdout.strip()
 
 
-def history(repo: Path, path: str, count: int) -> list[str]:
-    """The last ``count`` commits touching ``path`` (oldest first), after the commit before the first."""
-    touching = git(repo, "log", "--format=%H", f"-n{count}", "--", path).split()[::-1]
+def history(repo: Path, path: str, count: int, window: str | None = None) -> list[str]:
+    """The last ``count`` commits touching ``path`` (oldest first, in ``window``: ``A..B``), after the
+    commit before the first."""
+    touching = git(repo, "log", "--format=%H", f"-n{count}", *([window] if window else []), "--", path).split()[::-1]
     if not touching:
         raise SystemExit(f"bench_replay_folders: no commit of {repo} touches {path}")
     return [git(repo, "rev-parse", f"{touching[0]}^"), *touching]
@@ -165,6 +167,7 @@ def main() -> int:
     parser.add_argument("--repo", type=Path, required=True, help="a git directory of the project")
     parser.add_argument("--path", default="src/ggml-cuda", help="the history of this path is replayed")
     parser.add_argument("--commits", type=int, default=20)
+    parser.add_argument("--range", help="only commits in this git range (A..B): a window of the history")
     parser.add_argument("--work", type=Path, default=ROOT / ".cache" / "replay")
     parser.add_argument("--project", choices=("ggml", "plain"), default="ggml")
     parser.add_argument("--cmake-arg", action="append", default=[], help="another configure argument")
@@ -174,7 +177,7 @@ def main() -> int:
     started = time.perf_counter()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    commits = history(args.repo, args.path, args.commits)
+    commits = history(args.repo, args.path, args.commits, args.range)
     cmake = configure_args(args.project, work, args.cmake_arg)
     folders = [work / name for name in FOLDERS]
     maps, snaps, times = work / "maps", {}, {}

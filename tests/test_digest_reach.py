@@ -175,3 +175,19 @@ def test_a_call_to_another_function_shows_where_strings_are_read_by_name(host_ob
 def test_a_reference_to_another_string_shows_where_strings_are_read_by_name(host_objects: dict) -> None:
     """The same strings, each passed where the other was: which string a reference points at counts."""
     assert _host(host_objects["swapped"]) != _host(host_objects["base"])
+
+
+PTX = """.version 8.0
+.target sm_80
+.address_size 64
+.global .align 1 .b8 buf[{size}] = {{1, 2, 3}};
+.visible .entry k(.param .u64 p) {{ ret; }}
+"""
+
+
+def test_a_byte_arrays_size_past_its_initialiser_counts() -> None:
+    """nvcc leaves the zeros past an initialiser out: the declared size is all that says how many."""
+    from kernel_symbol_map.readers.ptxdigest import entry_digests
+
+    small, large = (entry_digests(PTX.format(size=n).encode()) for n in (8, 64))
+    assert small[1] and small[0] != large[0]

@@ -256,3 +256,11 @@ def test_a_path_rule_decides_a_sources_host_change(builds: Builds) -> None:
 def test_static_code_reaches_what_links_it(builds: Builds) -> None:
     """A static library's objects are in the shared library that links it: its host change runs its tests."""
     assert _load(builds.maps["short"])["artefacts"]["common"] == ["liblaunchers.so"]
+
+
+def test_a_path_rule_decides_a_host_change_only_when_its_source_alone_changed(builds: Builds) -> None:
+    """A header the object includes changed too: its host change is not the rule's to decide."""
+    rules = StaticRules.parse({"rules": [{"paths": ["csrc/**"], "tests": []}]})
+    assert _ran(builds, "host", ["csrc/kernels.cu"], rules=rules) == set()
+    loaded = {t for t, (_, files) in LOADED.items() if "libops.so" in files}
+    assert _ran(builds, "host", ["csrc/kernels.cu", "csrc/ops.h"], rules=rules) >= loaded

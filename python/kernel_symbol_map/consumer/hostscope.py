@@ -26,7 +26,9 @@ object's own kernels, and every test for an object with none. It skips a test
 that called the object's host code and launched another object's kernel.
 
 A path rule that matches the object's source (``{"paths": ["csrc/version.cpp"],
-"tests": []}``) decides its host change instead: the tests it names.
+"tests": []}``) decides its host change instead, the tests it names, when that
+source is the only one of the object's inputs that changed (a changed header
+it includes is not the rule's to decide).
 """
 
 from __future__ import annotations
@@ -68,8 +70,13 @@ class HostScope:
 
     def __init__(self, kmaps: Sequence[KernelMap], tests: Sequence[str], recordings: Sequence[Recording],
                  scope: str = LIBRARIES, rules: StaticRules | None = None,
-                 canonical: Callable[[str], str] | None = None) -> None:
+                 canonical: Callable[[str], str] | None = None, changed: Sequence[str] = ()) -> None:
         self.scope, self.tests = scope, tests
+        self.changed = set(changed)
+        # (target, object) -> the files it was compiled from: a rule decides its host change only when the
+        # object's source is the one of them that changed.
+        self.inputs = {(o["target"], o["object"]): {o["source"], *o.get("deps", ()), *o.get("unity_sources", ())}
+                       for m in kmaps for o in m.objects}
         self.rules, self.canonical = rules, canonical
         known = [m.artefacts for m in kmaps]
         self.artefacts: dict[str, frozenset[str]] | None = None
@@ -83,7 +90,8 @@ class HostScope:
 
     def reach(self, change: HostChange) -> HostReach:
         what = f"the host code of {change.object} (from {change.source}) {change.how}"
-        if self.rules is not None:
+        inputs = self.inputs.get((change.target, change.object), {change.source})
+        if self.rules is not None and self.changed & inputs == {change.source}:
             patterns = self.rules.for_file(change.source, self.canonical)
             if patterns is not None:  # the user's word for this source
                 chosen = Patterns(patterns).chosen(self.tests)

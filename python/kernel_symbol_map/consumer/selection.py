@@ -355,7 +355,8 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     if undecided:
         return _with_verdicts(_in_output_mode(fallback(*_everything_for(undecided), files), None), verdicts)
     found = emitted.compare(base, new)
-    scope = HostScope([*base, *new], tests, recordings, options.host_scope, options.rules, options.canonical)
+    scope = HostScope([*base, *new], tests, recordings, options.host_scope, options.rules, options.canonical,
+                      changed)
     reaches = [(h, scope.reach(h)) for h in found.hosts]
     everyone = [r.everything for _, r in reaches if r.everything]
     if everyone:

@@ -49,7 +49,7 @@ _LOC = re.compile(rb"^[ \t]*\.loc\b[^\n]*", re.M)  # inside bodies: line informa
 _DEBUG_STATEMENT = re.compile(rb"\.file\b|\.section\s+\.debug_")  # at the top level: line information
 _NONBLANK = re.compile(rb"[^ \t\r\n\0]")  # the payload ends in a NUL
 # A byte array with an initialiser: its bytes, masked, are what counts, not how many a path made them.
-_BYTES = re.compile(rb"(\.global\s+(?:\.align\s+\d+\s+)?\.b8\s+)([A-Za-z_$%][\w$]*)\[\d*\]\s*=\s*\{([\d,\s]*)\}\s*;")
+_BYTES = re.compile(rb"(\.global\s+(?:\.align\s+\d+\s+)?\.b8\s+)([A-Za-z_$%][\w$]*)\[(\d*)\]\s*=\s*\{([\d,\s]*)\}\s*;")
 _POOLED = re.compile(rb"\$str(?:\$\d+)?|__unnamed_\d+")  # nvcc's literals
 
 
@@ -153,10 +153,12 @@ def _split(code: bytes, masked: bytes, folders: Folders = NONE) -> _Split | None
         if head is None:  # data, a declaration, a directive: every entry's, but for nvcc's literals
             statement = code[start:end]
             array = _BYTES.fullmatch(statement) if brace >= 0 and statement.startswith(b".global") else None
-            values = [int(b) for b in array.group(3).replace(b",", b" ").split()] if array else []
+            values = [int(b) for b in array.group(4).replace(b",", b" ").split()] if array else []
             if array is not None and max(values, default=0) < 256:
                 contents = bytes(values)
-                statement = array.group(1) + array.group(2) + b" = " + folders.mask(contents)
+                # The zeros past the initialiser (a char buf[64] = "abc"): its size, less what a path made it.
+                zeros = int(array.group(3)) - len(values) if array.group(3) else -1
+                statement = array.group(1) + array.group(2) + b"[+%d] = " % zeros + folders.mask(contents)
                 if _POOLED.fullmatch(array.group(2)):
                     literals[array.group(2).decode()] = statement
                     continue

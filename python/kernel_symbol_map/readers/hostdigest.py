@@ -141,11 +141,11 @@ def _masks(data: bytes, folders: Folders) -> bool:
 def _masked_strings(data: bytes, folders: Folders) -> tuple[list[int], list[bytes]]:
     """Where each of a string section's strings starts, and the strings with nvcc's temporary names and
     ``folders`` masked."""
-    texts = data.split(b"\0")
-    masked = [folders.mask(TMPXFT.sub(MASKED, t) if b"tmpxft_" in t else t) for t in texts]
-    starts, at = [], 0
-    for t in texts:
-        starts.append(at)
+    starts, masked, at = [], [], 0
+    for t in data.split(b"\0"):
+        if t:  # not the NULs that align the next string (.str1.8): how many is layout
+            starts.append(at)
+            masked.append(folders.mask(TMPXFT.sub(MASKED, t) if b"tmpxft_" in t else t))
         at += len(t) + 1
     return starts, masked
 
@@ -219,8 +219,8 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
                 if ref[0] == "section":
                     entries.append((offset, info & 0xFFFFFFFF, *where(ref[1], addend)))  # type: ignore[arg-type]
                 elif ref[2] in strings:  # a symbol in strings: where it points, by name
-                    _, name, shndx, value = ref
-                    entries.append((offset, info & 0xFFFFFFFF, name, *where(shndx, value + addend)))  # type: ignore[arg-type,operator]
+                    _, name, shndx, value = ref  # the symbol marks its string: found by it, the addend kept
+                    entries.append((offset, info & 0xFFFFFFFF, name, *where(shndx, value), addend))  # type: ignore[arg-type]
                 else:
                     entries.append((offset, info & 0xFFFFFFFF, ref[1], addend))
             data = repr(entries).encode()

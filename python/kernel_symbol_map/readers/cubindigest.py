@@ -188,7 +188,7 @@ class CubinSymbols:
 class _Cubin(CubinSymbols):
     """A cubin's sections, symbols and which node owns each."""
 
-    def __init__(self, elf: ElfFile, symbols: CubinSymbols | None = None) -> None:
+    def __init__(self, elf: ElfFile, symbols: CubinSymbols | None = None, raw: bytes | None = None) -> None:
         self.elf = elf
         if symbols is None:
             headers = elf.header_list()  # first: its errors before the symbols' (the order they always had)
@@ -197,7 +197,8 @@ class _Cubin(CubinSymbols):
             CubinSymbols.__init__(self, headers, table, rows, names)
         else:
             self.__dict__.update(symbols.__dict__)
-        self.raw = elf.blob.read(0, elf.blob.size, "cubin")  # sliced per section: one read, not one each
+        # sliced per section: one read, not one each (the caller's, when it has read it already)
+        self.raw = elf.blob.read(0, elf.blob.size, "cubin") if raw is None else raw
         self._data()
 
     def _data(self) -> None:
@@ -291,12 +292,13 @@ def kernel_digests(elf: ElfFile, symbols: CubinSymbols | None = None, folders: F
     raw = elf.blob.read(0, elf.blob.size, "cubin")
     unit = unit_hash(raw)
     if unit is not None:  # its unit's hash masked, at its length: digested as if built in any folder
-        elf, symbols = ElfFile(Blob.from_bytes(elf.blob.name, unitnames.masked(raw, unit))), None
-    return unitnames.unmasked(_kernel_digests(elf, symbols, folders), unit)
+        raw = unitnames.masked(raw, unit)
+        elf, symbols = ElfFile(Blob.from_bytes(elf.blob.name, raw)), None
+    return unitnames.unmasked(_kernel_digests(elf, symbols, folders, raw), unit)
 
 
-def _kernel_digests(elf: ElfFile, symbols: CubinSymbols | None, folders: Folders) -> dict[str, str]:
-    cubin = _Cubin(elf, symbols)
+def _kernel_digests(elf: ElfFile, symbols: CubinSymbols | None, folders: Folders, raw: bytes) -> dict[str, str]:
+    cubin = _Cubin(elf, symbols, raw)
     banks = cubin.banks
     graph = _Graph()
     graph.add(MODULE, "elf", elf.ident, elf.type, elf.machine, elf.flags)

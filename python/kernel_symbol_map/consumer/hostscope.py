@@ -76,7 +76,7 @@ class HostScope:
         # (target, object) -> the files it was compiled from: a rule decides its host change only when the
         # object's source is the one of them that changed.
         self.inputs = {(o["target"], o["object"]): {o["source"], *o.get("deps", ()), *o.get("unity_sources", ())}
-                       for m in kmaps for o in m.objects}
+                       for m in kmaps for o in m.objects} if rules is not None else {}
         self.rules, self.canonical = rules, canonical
         known = [m.artefacts for m in kmaps]
         self.artefacts: dict[str, frozenset[str]] | None = None

@@ -14,6 +14,7 @@ change: a truth with no folder in it, never read from a map.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import subprocess
@@ -240,6 +241,17 @@ def test_a_library_no_recording_lists_runs_every_test_and_says_why(builds: Build
     s = _selection(builds, "version", ["csrc/version.cpp"], _tests(builds, rename={"libinfo.so.1": "_info.cpython.so"}))
     assert set(s.to_run) == set(LOADED) and s.fallback == "host-changed"
     assert "libinfo.so" in s.fallback_why and "another name" in s.fallback_why
+
+
+def test_a_test_that_launched_a_librarys_kernels_under_another_name_runs_every_test(builds: Builds) -> None:
+    """test_hidden loaded libops.so installed as another name; the others list libops.so. Its kernel is linked
+    into libops.so alone, so it had loaded it under that name, and so may a test that launched no kernel of
+    it (test_registry, calling its host code): every test runs, and says which test showed the copy."""
+    tests = [dataclasses.replace(r, libraries=frozenset({"_ops.cpython.so"} | SYSTEM)) if r.test == "test_hidden"
+             else r for r in _tests(builds)]
+    s = _selection(builds, "host", ["csrc/kernels.cu"], tests)
+    assert set(s.to_run) == set(LOADED) and s.fallback == "host-changed"
+    assert "test_hidden launched kernels linked into libops.so" in s.fallback_why
 
 
 def test_a_path_rule_decides_a_sources_host_change(builds: Builds) -> None:

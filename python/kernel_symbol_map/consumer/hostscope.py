@@ -16,10 +16,14 @@ change reaches:
 A file is matched by the name it was loaded under, a shared library's
 version suffixes aside (``libggml.so.0`` is ``libggml.so.0.21.0`` and
 ``libggml.so``). Names no map knows (libc, libpython, torch) are not the
-project's. When no recording lists any of an object's files, though some
-list libraries, a test may have loaded a copy under another name (an install
-rule's ``RENAME``): every test runs, and says so. So does every test when the
-map does not know the object's files (a tree read without a file-API reply).
+project's. A test may have loaded a copy under another name, though (an
+install rule's ``RENAME``). Every test runs, and says so, when that is seen:
+no recording lists any of the object's files though some list libraries, or
+a test launched kernels linked into those files without listing any of them
+(it loaded them under another name, and so may a test that launched none).
+So does every test when the map does not know the object's files (a tree read
+without a file-API reply). A renamed copy that no test launched a kernel of,
+loaded beside the original in other tests, is not seen.
 
 ``--host-scope kernels`` is the narrower rule: only the tests that launched the
 object's own kernels, and every test for an object with none. It skips a test
@@ -38,6 +42,7 @@ from dataclasses import dataclass, field
 
 import regex
 
+from .._unitnames import MASK, UNIT_TEXT
 from .emitted import HostChange
 from .kernelmap import KernelMap
 from .recordings import Recording
@@ -87,6 +92,24 @@ class HostScope:
                     merged.setdefault(target, set()).update(names)
             self.artefacts = {t: frozenset(names) for t, names in merged.items()}
         self.loaded = {r.test: None if r.libraries is None else {stem(n): n for n in r.libraries} for r in recordings}
+        self.launched = {r.test: r.kernels for r in recordings}
+        self.kmaps = kmaps
+        self._where: dict[str, set[str]] | None = None
+        self._linked: dict[frozenset[str], frozenset[str]] = {}
+
+    def linked_kernels(self, names: frozenset[str]) -> frozenset[str]:
+        """The kernels linked into files named ``names`` (stems) and into no other file, their unit hashes
+        masked: a test that launched one had loaded one of those files, under whatever name."""
+        if self._where is None:
+            self._where = {}
+            for m in self.kmaps:
+                for o in m.objects:
+                    files = {stem(f) for f in (self.artefacts or {}).get(o["target"], ())}
+                    for s in o["symbols"]:
+                        self._where.setdefault(_spelled(s), set()).update(files)
+        if names not in self._linked:
+            self._linked[names] = frozenset(k for k, where in self._where.items() if where and where <= names)
+        return self._linked[names]
 
     def reach(self, change: HostChange) -> HostReach:
         what = f"the host code of {change.object} (from {change.source}) {change.how}"
@@ -105,9 +128,10 @@ class HostScope:
                     "no file-API reply" if self.artefacts is None else "no library or executable links its target") + ")"
                 return HostReach(everything=f"{what}, and it has no kernels: any test may call it{unknown}")
             return HostReach(kernels=change.kernels)
-        names = {stem(f) for f in files}
+        names = frozenset(stem(f) for f in files)
         found: dict[str, tuple[str, str]] = {}
         listing = matched = False
+        renamed = ""
         for test, loaded in self.loaded.items():
             if loaded is None:  # recorded before libraries were: the narrower rule, for this test
                 if not change.kernels:
@@ -120,9 +144,19 @@ class HostScope:
                 matched = True
                 found[test] = (LOADED, f"it loaded {hit[0]}, which holds {change.object}, whose host code "
                                f"{change.how}")
+            elif not renamed and self.launched[test] and \
+                    not self.linked_kernels(names).isdisjoint(_spelled(k) for k in self.launched[test]):
+                renamed = test
         if listing and not matched:
             return HostReach(everything=f"{what}, and no recording lists {', '.join(sorted(files))}: a test may "
                              "have loaded a copy under another name (an install rule's RENAME)")
+        if renamed:
+            return HostReach(everything=f"{what}, and {renamed} launched kernels linked into "
+                             f"{', '.join(sorted(files))} without listing it: it loaded a copy under another name "
+                             "(an install rule's RENAME), which a test that launched none may have loaded too")
         return HostReach(kernels=change.kernels, tests=found)
 
 
+def _spelled(kernel: str) -> str:
+    """A kernel's name with nvcc's unit hash masked: the same kernel as another folder's build names it."""
+    return UNIT_TEXT.sub(MASK.decode(), kernel)

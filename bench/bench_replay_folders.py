@@ -18,8 +18,9 @@ rerun builds only what is missing.
 3. The truth, which reads no map: the first folder's objects before and after each commit, compared by
    ``tests/kernel_oracle.py`` (cuobjdump's listings, one folder: no path in it differs).
 4. Per commit, with one synthetic complete recording per kernel of the base's map (each test listing
-   the library its kernel's object is linked into and those that one links, as the recorder would,
-   and libc):
+   what its program loaded, as the recorder would: the library no other target links whose links reach
+   the kernel's own, everything that one links, and libc; ggml's test programs link ``ggml``, which
+   links every backend):
 
    * source mode: ``select --map BASE --changed FILES``;
    * output mode: ``select --base-map BASE --map CHANGE``, BASE from the first folder and CHANGE from
@@ -121,13 +122,17 @@ def objects(build_dir: Path) -> dict[str, Path]:
 
 
 def recordings(base: dict[str, Any], commit: str, path: Path) -> dict[str, set[str]]:
-    """One complete recording per kernel of ``base``, listing what a process that launched it had loaded:
-    its object's library, and those of the targets that one links (``target_links``), as the loader
-    maps them, and libc. Test -> the libraries it lists."""
+    """One complete recording per kernel of ``base``, listing what a process that launched it had loaded, as
+    the loader maps them: a program links a library no other target links (ggml's tests link ``ggml``), and
+    with it everything that one links (``target_links``), the kernel's own library among them; and libc.
+    Test -> the libraries it lists."""
     artefacts, links = base.get("artefacts") or {}, base.get("target_links") or {}
+    linked = {t for deps in links.values() for t in deps}
+    tops = [reachable(links, {t}) for t in {o["target"] for o in base["objects"]} | set(links) if t not in linked]
     tests: dict[str, tuple[str, set[str]]] = {}
     for o in base["objects"]:
-        loaded = {f for t in reachable(links, {o["target"]}) for f in artefacts.get(t, ())} | set(SYSTEM)
+        closure = set().union(*(c for c in tops if o["target"] in c)) or reachable(links, {o["target"]})
+        loaded = {f for t in closure for f in artefacts.get(t, ())} | set(SYSTEM)
         for symbol in o["symbols"]:
             tests.setdefault(f"test::{symbol}", (symbol, loaded))
     path.write_text("".join(json.dumps({"test": t, "kernels": [k], "complete": True, "commit": commit,

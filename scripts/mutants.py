@@ -970,6 +970,9 @@ MUTANTS = [
            ("tests/test_hostscope.py",)),
     Mutant("39.S10", "a renamed copy's kernels are matched by the name one folder gave them", "consumer/hostscope.py",
            "    return UNIT_TEXT.sub(MASK.decode(), kernel)", "    return kernel", ("tests/test_hostscope.py",)),
+    Mutant("39.U4", "nvcc's hash in a file-static device function's name is not masked", "_unitnames.py",
+           '_NAMED = rb"_GLOBAL__N__|_INTERNAL_|', '_NAMED = rb"_GLOBAL__N__|',
+           ("tests/test_two_folders.py::test_two_clean_builds_in_two_folders_have_equal_digests",)),
     Mutant("38.L1", "a test's libraries are not noted at its end", "recorder/pytest_plugin.py",
            "                self.recorder.note_libraries(item.nodeid)", "                pass", (NATIVE,)),
 ]

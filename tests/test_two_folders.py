@@ -39,7 +39,8 @@ from kernel_symbol_map.consumer.selection import Options, select
 BASE, CHANGE = "a" * 40, "c" * 40
 SHORT, LONG = "a", "a-second-runner-with-a-much-longer-folder"
 # Each kernel by the end of its mangled name: an anonymous namespace's name holds a hash of the file's path.
-KERNELS = {"checked": "_Z7checkedPi", "plain": "_Z5plainPi", "message": "_Z7messagePi", "hidden": "6hiddenEPi"}
+KERNELS = {"checked": "_Z7checkedPi", "plain": "_Z5plainPi", "message": "_Z7messagePi", "hidden": "6hiddenEPi",
+           "applied": "5twiceEiEEEvPi"}
 # One edit each, made in the second folder's checkout (file, old, new); the others are undone first.
 EDITS = {
     "comment": ("csrc/kernels.cu", "int registry_size()", "// a comment, and nothing else\nint registry_size()"),
@@ -47,6 +48,7 @@ EDITS = {
     "assert": ("csrc/kernels.cu", '"x must not be negative"', '"x must be zero or more"'),
     "host": ("csrc/kernels.cu", '"x is null"', '"x is missing"'),
     "hidden": ("csrc/kernels.cu", "x[threadIdx.x] -= 1;", "x[threadIdx.x] -= 2;"),
+    "internal": ("csrc/kernels.cu", "return 2 * v;", "return 3 * v;"),
     "launcher": ("csrc/launcher.cpp", "n must be positive", "n must be one or more"),
     "version": ("csrc/version.cpp", '"1.0.0"', '"1.0.1"'),
 }
@@ -85,7 +87,7 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
     found.maps["long"] = _map(trees[LONG].build, where / "long.json.gz", CHANGE)
     symbols = [s for o in _load(found.maps["short"])["objects"] for s in o["symbols"]]
     found.names = {k: next(s for s in symbols if s.endswith(v)) for k, v in KERNELS.items()}
-    assert "_GLOBAL__N__" in found.names["hidden"]
+    assert "_GLOBAL__N__" in found.names["hidden"] and "_INTERNAL_" in found.names["applied"]
     tree = trees[LONG]
     before = kernel_oracle.snapshot_all(_objects(tree.build))
     pristine = {f: (tree.source / f).read_text() for f, _, _ in EDITS.values()}
@@ -120,6 +122,7 @@ LOADED = {
     "test_launcher": ({"checked"}, {"liblaunchers.so", "libops.so"}),  # run_checked, then ops' kernel
     "test_registry": (set(), {"libops.so"}),  # host code of ops only: registry_size()
     "test_hidden": ({"hidden"}, {"libops.so"}),
+    "test_applied": ({"applied"}, {"libops.so"}),
     "test_version": (set(), {"libinfo.so.1"}),  # by its SONAME
 }
 
@@ -161,7 +164,8 @@ def test_two_clean_builds_in_two_folders_have_equal_digests(builds: Builds) -> N
 def test_what_the_folders_wrote_is_in_the_objects(builds: Builds) -> None:
     """The noise this checks is there: each object spells its folder, in code and in debug information,
     and nvcc names the anonymous namespace after it."""
-    assert builds.names["hidden"] not in {s for o in _load(builds.maps["long"])["objects"] for s in o["symbols"]}
+    long_names = {s for o in _load(builds.maps["long"])["objects"] for s in o["symbols"]}
+    assert builds.names["hidden"] not in long_names and builds.names["applied"] not in long_names
     for label in ("short", "long"):
         build = builds.maps[label].parent / (SHORT if label == "short" else LONG) / "build"
         source = build.parent / "src"
@@ -174,6 +178,7 @@ def test_what_the_folders_wrote_is_in_the_objects(builds: Builds) -> None:
     ("comment", set()),
     ("body", {"test_plain"}),
     ("hidden", {"test_hidden"}),  # named after another folder in each build: matched all the same
+    ("internal", {"test_applied"}),  # so is a kernel templated on a file-static function
     ("assert", {"test_checked", "test_message", "test_launcher"}),  # checked and message read the bank of
     # the addresses of the assert's strings
 ])
@@ -232,7 +237,7 @@ def test_a_host_edit_in_a_kernel_file_runs_every_test_that_loaded_its_library(bu
 def test_recordings_without_libraries_keep_the_kernels_rule(builds: Builds) -> None:
     old = _tests(builds, libraries=False)
     assert _ran(builds, "host", ["csrc/kernels.cu"], old) == {"test_checked", "test_plain", "test_message",
-                                                               "test_launcher", "test_hidden"}
+                                                               "test_launcher", "test_hidden", "test_applied"}
     assert _ran(builds, "launcher", ["csrc/launcher.cpp"], old) == set(LOADED)  # no kernels: every test
 
 

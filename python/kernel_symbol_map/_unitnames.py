@@ -1,6 +1,8 @@
 """nvcc's hash of a translation unit's path, in the names of its internal-linkage code.
 
-nvcc names an anonymous namespace ``_GLOBAL__N__<hash>_<n>_<file>_...`` and,
+nvcc names an anonymous namespace ``_GLOBAL__N__<hash>_<n>_<file>_...``, a
+file-static function or variable in device code ``_INTERNAL_<hash>_<n>_<file>_...``
+(and so a kernel templated on one: ``_Z7appliedIXadL_ZN34_INTERNAL_...``) and,
 under ``-rdc``, a static function ``__nv_static_<n>__<hash>_<n>_<file>_...``,
 the unit's module id ``_<hash>_<n>_<file>_...`` and its registration
 (``__fatbinwrap_<hash>_...``, ``__cudaRegisterLinkedBinary_<hash>_...``),
@@ -16,11 +18,11 @@ from __future__ import annotations
 
 import regex
 
-_NAMED = rb"_GLOBAL__N__|__nv_static_\d{1,6}__|__fatbinwrap_|__cudaRegisterLinkedBinary_"
+_NAMED = rb"_GLOBAL__N__|_INTERNAL_|__nv_static_\d{1,6}__|__fatbinwrap_|__cudaRegisterLinkedBinary_"
 UNIT = regex.compile(rb"(?<=" + _NAMED + rb")[0-9a-f]{8}(?=_\d+_)")  # where a unit's hash is found
 UNIT_TEXT = regex.compile(UNIT.pattern.decode())
 MASK = b"xxxxxxxx"
-MARKERS = (b"_GLOBAL__N__", b"__nv_static_", b"__fatbinwrap_", b"__cudaRegisterLinkedBinary_")
+MARKERS = (b"_GLOBAL__N__", b"_INTERNAL_", b"__nv_static_", b"__fatbinwrap_", b"__cudaRegisterLinkedBinary_")
 
 
 def unit_hash(data: bytes) -> bytes | None:

@@ -30,6 +30,12 @@ namespace {
 __global__ void hidden(int* x) { x[threadIdx.x] -= 1; }
 }  // namespace
 
+// A kernel templated on a file-static device function, as ggml's binary ops are: its name holds the
+// function's, which nvcc names after the same hash (_INTERNAL_<hash>_...).
+static __device__ int twice(int v) { return 2 * v; }
+template <int (*op)(int)>
+__global__ void applied(int* x) { x[threadIdx.x] = op(x[threadIdx.x]); }
+
 void ops_fail(const char* file, int line, const char* what) {
   throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + what);
 }
@@ -47,5 +53,7 @@ void launch_plain(int* x) {
 void launch_message(int* x) { message<<<1, 1>>>(x); }
 
 void launch_hidden(int* x) { hidden<<<1, 32>>>(x); }
+
+void launch_applied(int* x) { applied<twice><<<1, 32>>>(x); }
 
 int registry_size() { return int(registry_name.size()); }

@@ -11,4 +11,5 @@ void launch_checked(int* x);
 void launch_plain(int* x);
 void launch_message(int* x);
 void launch_hidden(int* x);
+void launch_applied(int* x);
 int registry_size();

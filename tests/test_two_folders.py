@@ -28,6 +28,7 @@ import oracle
 import projects
 import pytest
 import toolchains
+from elftools.elf.elffile import ELFFile
 from toolchains import require
 
 from kernel_symbol_map.consumer.hostscope import stem
@@ -40,7 +41,7 @@ BASE, CHANGE = "a" * 40, "c" * 40
 SHORT, LONG = "a", "a-second-runner-with-a-much-longer-folder"
 # Each kernel by the end of its mangled name: an anonymous namespace's name holds a hash of the file's path.
 KERNELS = {"checked": "_Z7checkedPi", "plain": "_Z5plainPi", "message": "_Z7messagePi", "hidden": "6hiddenEPi",
-           "applied": "5twiceEiEEEvPi"}
+           "applied": "5twiceEiEEEvPi", "biased": "_Z6biasedPi"}
 # One edit each, made in the second folder's checkout (file, old, new); the others are undone first.
 EDITS = {
     "comment": ("csrc/kernels.cu", "int registry_size()", "// a comment, and nothing else\nint registry_size()"),
@@ -109,6 +110,13 @@ def _load(path: Path) -> dict[str, Any]:
     return json.loads(gzip.decompress(path.read_bytes()))
 
 
+def _names(obj: Path) -> bytes:
+    """The names of an object's host symbols."""
+    with obj.open("rb") as f:
+        elf = ELFFile(f)
+        return b"\0".join(s.name.encode() for s in elf.get_section_by_name(".symtab").iter_symbols())
+
+
 def _digests(path: Path) -> dict[str, Any]:
     return {o["source"]: o.get("digests") for o in _load(path)["objects"]}
 
@@ -123,6 +131,7 @@ LOADED = {
     "test_registry": (set(), {"libops.so"}),  # host code of ops only: registry_size()
     "test_hidden": ({"hidden"}, {"libops.so"}),
     "test_applied": ({"applied"}, {"libops.so"}),
+    "test_biased": ({"biased"}, {"libops.so"}),
     "test_version": (set(), {"libinfo.so.1"}),  # by its SONAME
 }
 
@@ -172,6 +181,8 @@ def test_what_the_folders_wrote_is_in_the_objects(builds: Builds) -> None:
         data = (build / "CMakeFiles/ops.dir/csrc/kernels.cu.o").read_bytes()
         assert str(source).encode() in data
         assert b"_GLOBAL__sub_I_tmpxft_" in data
+        biased = build / "CMakeFiles/ops.dir/csrc/biased.cu.o"
+        assert b"_INTERNAL_" in biased.read_bytes() and b"_INTERNAL_" not in _names(biased)
 
 
 @pytest.mark.parametrize("change,expected", [
@@ -230,8 +241,9 @@ def test_a_version_edit_runs_the_tests_that_loaded_its_library_by_its_soname(bui
 def test_a_host_edit_in_a_kernel_file_runs_every_test_that_loaded_its_library(builds: Builds) -> None:
     loaded = {t for t, (_, files) in LOADED.items() if "libops.so" in files}
     assert _ran(builds, "host", ["csrc/kernels.cu"]) == loaded
-    # The narrower rule, asked for: only the tests that launched its kernels (test_registry's limit).
-    assert _ran(builds, "host", ["csrc/kernels.cu"], host_scope="kernels") == loaded - {"test_registry"}
+    # The narrower rule, asked for: only the tests that launched its kernels (test_registry's limit; test_biased
+    # launched biased.cu's).
+    assert _ran(builds, "host", ["csrc/kernels.cu"], host_scope="kernels") == loaded - {"test_registry", "test_biased"}
 
 
 def test_recordings_without_libraries_keep_the_kernels_rule(builds: Builds) -> None:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import regex
 
-_NAMED = rb"_GLOBAL__N__|_INTERNAL_|__nv_static_\d{1,6}__|__fatbinwrap_|__cudaRegisterLinkedBinary_"
+# ``_INTERNAL_`` is found where it is mangled (``N34_INTERNAL_``): a user's ``cfg_INTERNAL_20240101_1_x``
+# is no unit's name. The others hold ``__``, which no user's name may.
+_NAMED = rb"_GLOBAL__N__|\d_INTERNAL_|__nv_static_\d{1,6}__|__fatbinwrap_|__cudaRegisterLinkedBinary_"
 UNIT = regex.compile(rb"(?<=" + _NAMED + rb")[0-9a-f]{8}(?=_\d+_)")  # where a unit's hash is found
 UNIT_TEXT = regex.compile(UNIT.pattern.decode())
 MASK = b"xxxxxxxx"

@@ -19,11 +19,15 @@ version suffixes aside (``libggml.so.0`` is ``libggml.so.0.21.0`` and
 project's. A test may have loaded a copy under another name, though (an
 install rule's ``RENAME``). Every test runs, and says so, when that is seen:
 no recording lists any of the object's files though some list libraries, or
-a test launched kernels linked into those files without listing any of them
-(it loaded them under another name, and so may a test that launched none).
-So does every test when the map does not know the object's files (a tree read
-without a file-API reply). A renamed copy that no test launched a kernel of,
-loaded beside the original in other tests, is not seen.
+a test launched a kernel linked into one of those files while listing no
+file that kernel is in (it loaded one under another name, and a test that
+launched none may have loaded it too). A renamed copy that no test launched
+a kernel of, loaded beside the original in other tests, is not seen; nor is
+one beside a library of the original's name (a system ``libcommon.so``).
+
+When the map does not know the object's files (a tree read without a
+file-API reply, a target nothing links), an object with kernels keeps the
+narrower rule below, and one without runs every test.
 
 ``--host-scope kernels`` is the narrower rule: only the tests that launched the
 object's own kernels, and every test for an object with none. It skips a test
@@ -37,6 +41,7 @@ it includes is not the rule's to decide).
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -77,12 +82,17 @@ class HostScope:
                  scope: str = LIBRARIES, rules: StaticRules | None = None,
                  canonical: Callable[[str], str] | None = None, changed: Sequence[str] = ()) -> None:
         self.scope, self.tests = scope, tests
-        self.changed = set(changed)
-        # (target, object) -> the files it was compiled from: a rule decides its host change only when the
-        # object's source is the one of them that changed.
-        self.inputs = {(o["target"], o["object"]): {o["source"], *o.get("deps", ()), *o.get("unity_sources", ())}
-                       for m in kmaps for o in m.objects} if rules is not None else {}
         self.rules, self.canonical = rules, canonical
+        self.changed = {f for p in changed for f in self._spellings(p)}
+        # (target, object) -> the files it was compiled from, in either build: a rule decides its host change
+        # only when the object's source is the one of them that changed.
+        self.inputs: dict[tuple[str, str], set[str]] = {}
+        if rules is not None:
+            for m in kmaps:
+                for o in m.objects:
+                    self.inputs.setdefault((o["target"], o["object"]), set()).update(
+                        f for p in (o["source"], *o.get("deps", ()), *o.get("unity_sources", ()))
+                        for f in self._spellings(p))
         known = [m.artefacts for m in kmaps]
         self.artefacts: dict[str, frozenset[str]] | None = None
         if known and all(a is not None for a in known):
@@ -95,26 +105,36 @@ class HostScope:
         self.launched = {r.test: r.kernels for r in recordings}
         self.kmaps = kmaps
         self._where: dict[str, set[str]] | None = None
-        self._linked: dict[frozenset[str], frozenset[str]] = {}
 
-    def linked_kernels(self, names: frozenset[str]) -> frozenset[str]:
-        """The kernels linked into files named ``names`` (stems) and into no other file, their unit hashes
-        masked: a test that launched one had loaded one of those files, under whatever name."""
+    def where(self, kernel: str) -> set[str]:
+        """The files (stems) the objects holding ``kernel`` are linked into: by its name in a map and, when no
+        map has that name, by its name with nvcc's unit hash masked (another folder's build named it)."""
         if self._where is None:
             self._where = {}
             for m in self.kmaps:
                 for o in m.objects:
                     files = {stem(f) for f in (self.artefacts or {}).get(o["target"], ())}
                     for s in o["symbols"]:
+                        self._where.setdefault(s, set()).update(files)
                         self._where.setdefault(_spelled(s), set()).update(files)
-        if names not in self._linked:
-            self._linked[names] = frozenset(k for k, where in self._where.items() if where and where <= names)
-        return self._linked[names]
+        return self._where.get(kernel) or self._where.get(_spelled(kernel)) or set()
+
+    def copy_shown(self, test: str, names: frozenset[str]) -> bool:
+        """Whether ``test`` launched a kernel linked into a file of ``names`` while listing none of the files
+        that kernel is in: it loaded one under another name, maybe one of ``names``."""
+        loaded = self.loaded[test] or {}
+        return any((w := self.where(k)) & names and w.isdisjoint(loaded) for k in self.launched[test])
+
+    def _spellings(self, path: str) -> set[str]:
+        """A path as written once normalised and, with ``canonical``, as the file it is (symlinks resolved)."""
+        spelled = posixpath.normpath(path)
+        return {spelled, self.canonical(path)} if self.canonical is not None else {spelled}
 
     def reach(self, change: HostChange) -> HostReach:
         what = f"the host code of {change.object} (from {change.source}) {change.how}"
-        inputs = self.inputs.get((change.target, change.object), {change.source})
-        if self.rules is not None and self.changed & inputs == {change.source}:
+        source = self._spellings(change.source)
+        inputs = self.inputs.get((change.target, change.object), source)
+        if self.rules is not None and (hit := self.changed & inputs) and hit <= source:
             patterns = self.rules.for_file(change.source, self.canonical)
             if patterns is not None:  # the user's word for this source
                 chosen = Patterns(patterns).chosen(self.tests)
@@ -144,16 +164,16 @@ class HostScope:
                 matched = True
                 found[test] = (LOADED, f"it loaded {hit[0]}, which holds {change.object}, whose host code "
                                f"{change.how}")
-            elif not renamed and self.launched[test] and \
-                    not self.linked_kernels(names).isdisjoint(_spelled(k) for k in self.launched[test]):
+            elif not renamed and self.copy_shown(test, names):
                 renamed = test
         if listing and not matched:
             return HostReach(everything=f"{what}, and no recording lists {', '.join(sorted(files))}: a test may "
                              "have loaded a copy under another name (an install rule's RENAME)")
         if renamed:
             return HostReach(everything=f"{what}, and {renamed} launched kernels linked into "
-                             f"{', '.join(sorted(files))} without listing it: it loaded a copy under another name "
-                             "(an install rule's RENAME), which a test that launched none may have loaded too")
+                             f"{', '.join(sorted(files))} without listing a file that holds them: it loaded a copy "
+                             "under another name (an install rule's RENAME), which a test that launched none may "
+                             "have loaded too")
         return HostReach(kernels=change.kernels, tests=found)
 
 

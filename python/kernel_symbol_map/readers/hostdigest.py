@@ -96,15 +96,22 @@ def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: 
     except FormatError:
         whole = b""  # a file that shrank: each section's own read says so
 
-    unit = unit_hash(b"".join(elf.read(elf.section_at(headers[i].link)) for i in tables))  # of the names
-
-    def contents(x: Header) -> bytes:
+    def raw(x: Header) -> bytes:
         if x.type == SHT_NOBITS:
             return b""
         if x.offset + x.size <= len(whole):
-            return unitnames.masked(whole[x.offset : x.offset + x.size], unit)
+            return whole[x.offset : x.offset + x.size]
         # a larger file's, or past the end: the read's own check names it
-        return unitnames.masked(blob.read(x.offset, x.size, f"section {x.name!r}"), unit)
+        return blob.read(x.offset, x.size, f"section {x.name!r}")
+
+    # The unit's hash, from the symbols' names and the host's strings: a file-static device variable's
+    # registered name (_INTERNAL_<hash>_...) may be a string no symbol is named after.
+    unit = unit_hash(b"\0".join([*(elf.read(elf.section_at(headers[i].link)) for i in tables),
+                                  *(raw(x) for i, x in enumerate(headers) if x.flags & SHF_STRINGS
+                                    and i not in hidden and i not in unread)]))
+
+    def contents(x: Header) -> bytes:
+        return unitnames.masked(raw(x), unit)
 
     def named(x: Header) -> bytes:
         return unitnames.masked(TMPXFT.sub(MASKED, x.name) if b"tmpxft_" in x.name else x.name, unit)

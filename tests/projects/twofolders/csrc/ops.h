@@ -12,4 +12,5 @@ void launch_plain(int* x);
 void launch_message(int* x);
 void launch_hidden(int* x);
 void launch_applied(int* x);
+void launch_biased(int* x);
 int registry_size();

@@ -10,6 +10,7 @@ instead of in every CI step's flags::
     recordings = ["ci/kernels/"]         # --recordings
     rules = "ci/kernel-rules.json"       # --rules
     external-kernels = ["ncclDevKernel_.*"]  # --external-kernels
+    jit-decorators = ["mylib.jit:compile"]  # the recorder's: decorators that compile from source text
 
 A flag given on the command line replaces its key. Paths are relative to
 the folder of the ``pyproject.toml``; the file is the first one found from
@@ -34,7 +35,7 @@ else:  # pragma: no cover - Python 3.10
 
 TABLE = "kernel-symbol-map"
 PATH_LISTS = ("map", "base-map", "recordings")
-KEYS = (*PATH_LISTS, "rules", "external-kernels")
+KEYS = (*PATH_LISTS, "rules", "external-kernels", "jit-decorators")
 
 
 class ConfigError(KernelSymbolMapError):
@@ -107,6 +108,9 @@ def parse(table: Any, path: Path) -> Config:
         if not isinstance(values, list) or not values or not all(isinstance(v, str) and v for v in values):
             raise ConfigError(f"{where}: {key} must be a string or a non-empty list of strings")
         lists[key] = [_path(v, path) for v in values] if key in PATH_LISTS else list(values)
+    decorators = table.get("jit-decorators", [])  # read by the recorder (recorder/jit.py); checked here too
+    if not isinstance(decorators, list) or not all(isinstance(d, str) and ":" in d.strip(":") for d in decorators):
+        raise ConfigError(f"{where}: jit-decorators must be a list of 'module:name' strings")
     rules = table.get("rules")
     if rules is not None and (not isinstance(rules, str) or not rules):
         raise ConfigError(f"{where}: rules must be a path (a string)")

@@ -18,6 +18,10 @@ What cannot be seen is said, never guessed:
 * no coverage.py, another tracer already running (pytest-cov, a debugger),
   or no git checkout: no Python evidence at all (``problem``).
 
+Code a JIT compiles (``torch.compile``, numba, Triton, a source-text
+decorator) never runs in the interpreter: :mod:`.jit` notes it as run by the
+scope that ran it, and it joins the scope's lines here.
+
 Test modules' own import-time code runs while pytest collects them; the plugin
 attributes it to the module's tests (:meth:`collecting`). Every other file's
 lines executed then belong to every test: a module is imported once, and any
@@ -30,13 +34,15 @@ import os
 import subprocess
 import sys
 import threading
+import types
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ..mapformat import pyblocks
+from .jit import JitWatch, decorators_from_environment
 
 ROOT_VARIABLE = "KERNEL_SYMBOL_MAP_RECORD_PYTHON"  # the project's root: measure Python code under it
 
@@ -59,6 +65,11 @@ class PythonCoverage:
         self._tracer: Any = None
         self._own_tracers: tuple[str, ...] = ()
         self._stopping = False
+        self.context = _DEFAULT  # the scope lines go to now
+        self.noted: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))  # context -> file -> lines
+        self.frames: dict[tuple[str, int], set[types.CodeType]] = defaultdict(set)  # a compiled frame's first line
+        self.jit: JitWatch | None = None
+        self._noted_codes: set[tuple[str, types.CodeType]] = set()
 
     @classmethod
     def start(cls, root: Path | None = None) -> PythonCoverage:
@@ -108,6 +119,25 @@ class PythonCoverage:
             self.problem = "coverage.py's core cannot switch contexts per test (COVERAGE_CORE=sysmon?)"
             return
         self._watch()
+        self.jit = JitWatch(self.note, self.compiled, [*decorators_from_environment(), *_decorators(self.root)])
+        self.jit.start()
+
+    def note(self, code: types.CodeType, context: str | None = None) -> None:
+        """A JIT ran ``code`` in the current scope (or ``context``): its lines count as executed there."""
+        key = (self.context if context is None else context, code)
+        if self.cov is None or key in self._noted_codes:
+            return  # a hot loop's calls cost a set lookup each
+        self._noted_codes.add(key)
+        self.noted[key[0]][os.path.realpath(code.co_filename)].update(
+            line for _, _, line in code.co_lines() if line is not None)
+
+    def compiled(self, code: types.CodeType, traced: Sequence[types.CodeType]) -> None:
+        """Dynamo compiled a frame of ``code``, tracing ``traced`` into it: a scope that ran the frame's first
+        line ran them all."""
+        self.frames[(os.path.realpath(code.co_filename), code.co_firstlineno)].update(traced)
+        self.note(code)  # compiled here: the frame runs here too
+        for c in traced:
+            self.note(c)
 
     def _watch(self) -> None:
         """Know when tracing was taken from us: another coverage.py measurement pauses ours when it starts
@@ -149,6 +179,7 @@ class PythonCoverage:
             if sys.gettrace() is not self._tracer and not self.problem:
                 self.problem = "another tracer replaced this recorder's (a debugger, sys.settrace): Python code ran unseen"
             self.cov.switch_context(scope)
+            self.context = scope
 
     @contextmanager
     def attributing(self, scope: str) -> Iterator[None]:
@@ -184,22 +215,20 @@ class PythonCoverage:
             measured = data.measured_files()
         except Exception as e:  # noqa: BLE001 - whatever coverage.py raises, this process's Python is unknown
             return {"python": None, "python_problem": f"coverage.py failed: {e}"}
-        if self.problem:
-            return {"python": None, "python_problem": self.problem}
+        problem = self.problem or (self.jit.problem if self.jit is not None else "")
+        if problem:
+            return {"python": None, "python_problem": problem}
         assert self.root is not None  # measured only under a root
         root = self.root.resolve()
         tracked = _tracked(root)
         found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         imported: set[str] = set()
         per_context: dict[str, tuple[dict[str, set[int]], pyblocks.Blocks]] = {}  # rel -> its lines by context
-        for path in measured:
+        lines = self._lines(data, measured)
+        for path, by_context in lines.items():
             rel = _relative(path, root)
             if rel is None or rel not in tracked:
                 continue  # a build output, a virtual environment inside the root: no changed file is these
-            by_context: dict[str, set[int]] = defaultdict(set)
-            for line, contexts in data.contexts_by_lineno(path).items():
-                for context in contexts:
-                    by_context[context].add(line)
             blocks = _blocks(Path(path))
             for context, lines in by_context.items():
                 found[self._scope(context, path, default_scope)][rel].update(blocks.executed(lines))
@@ -220,6 +249,25 @@ class PythonCoverage:
                            for scope, files in sorted(found.items())},
                 "python_copies": _copies(root, tracked), "pyblocks": pyblocks.SCHEME}
 
+    def _lines(self, data: Any, measured: Iterable[str]) -> dict[str, dict[str, set[int]]]:
+        """File -> context -> the lines executed there: coverage's, and those the JITs ran (:mod:`.jit`). A
+        compiled frame run again shows to coverage by its first line alone: a test (or fixture) scope in which
+        that line ran also ran the code traced into the frame (import's and collection's are not such a run)."""
+        found: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+        for path in measured:
+            for line, contexts in data.contexts_by_lineno(path).items():
+                for context in contexts:
+                    found[os.path.realpath(path)][context].add(line)
+        for (path, first), traced in self.frames.items():
+            for context, ran in list(found.get(path, {}).items()):
+                if first in ran and context != _DEFAULT and not context.startswith("collect:"):
+                    for code in traced:
+                        self.note(code, context)
+        for context, files in self.noted.items():
+            for path, noted in files.items():
+                found[path][context].update(noted)
+        return found
+
     def _scope(self, context: str, path: str, default_scope: str) -> str:
         if not context:
             return default_scope
@@ -227,6 +275,22 @@ class PythonCoverage:
         if own is not None:
             return own[1] if os.path.realpath(path) == own[0] else default_scope
         return context
+
+
+def _decorators(root: Path | None) -> list[str]:
+    """``jit-decorators`` of ``[tool.kernel-symbol-map]`` in the project's top-level ``pyproject.toml``."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        table = tomllib.loads((root / "pyproject.toml").read_text()) if root is not None else {}
+    except (OSError, ValueError):
+        return []
+    tool = table.get("tool")
+    ours = tool.get("kernel-symbol-map") if isinstance(tool, dict) else None
+    value = ours.get("jit-decorators") if isinstance(ours, dict) else None
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def _has_ctracer() -> bool:

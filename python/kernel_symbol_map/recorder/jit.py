@@ -1,0 +1,306 @@
+"""Python code a JIT compiles, which the interpreter never runs: noted as run, by the test that ran it.
+
+Per-test coverage sees the lines the interpreter executes. A function that a
+JIT compiles is not executed by it: its compiled form is. So the recorder
+watches the JITs themselves, and notes a function's code (and the code it
+compiled in) as run by the scope that ran it:
+
+* ``torch.compile`` (Dynamo): each frame Dynamo compiles is noted with every
+  code object it traced into the graph (inlined callees included), read from
+  Dynamo's own output; a test that runs the compiled frame again shows it to
+  coverage by the frame's first line, and gets them all
+  (:class:`.pycoverage.PythonCoverage` joins the two at the end);
+* numba: a call of a ``@njit``/``@jit`` dispatcher notes its function and
+  every dispatcher its code names (what numba compiles into it);
+* Triton: a launch of a ``JITFunction`` (through an autotuner or heuristics
+  too) notes its function and every ``JITFunction`` its code names;
+* any decorator that compiles a function from its source text
+  (``jit-decorators`` in ``[tool.kernel-symbol-map]``, or the
+  ``KERNEL_SYMBOL_MAP_JIT_DECORATORS`` variable: ``module:name`` entries): a
+  call, launch (``f[grid]``) or ``run`` of what it returned notes the function.
+
+Each is watched from the moment its module is imported (an import hook), so a
+JIT first imported inside a test is watched before it compiles anything. What
+cannot be watched is said (``problem``), never guessed: the measurement then
+holds no Python evidence, and ``select`` runs what it cannot clear.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import types
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+DECORATORS_VARIABLE = "KERNEL_SYMBOL_MAP_JIT_DECORATORS"  # "module:name,module:name": source-text JITs
+
+Note = Callable[[types.CodeType], None]  # this code ran, in the current scope
+Compiled = Callable[[types.CodeType, Sequence[types.CodeType]], None]  # Dynamo compiled a frame of this code
+
+
+class JitWatch:
+    """This process's watch over the JITs it imports: what they run is passed to ``note`` and ``compiled``."""
+
+    def __init__(self, note: Note, compiled: Compiled, decorators: Sequence[str] = ()) -> None:
+        self.note, self.compiled = note, compiled
+        self.problem = ""
+        self.names: dict[str, list[str]] = {}  # module -> its source-text JIT decorators
+        for entry in decorators:
+            module, _, name = entry.partition(":")
+            if not module or not name:
+                self.problem = self.problem or f"jit-decorators entry {entry!r} is not 'module:name'"
+                continue
+            self.names.setdefault(module, []).append(name)
+        self.hooks: dict[str, Callable[[types.ModuleType], None]] = {
+            **{module: self._decorators for module in self.names},
+            "torch._dynamo.convert_frame": self._dynamo,
+            "numba.core.dispatcher": self._numba,
+            "triton.runtime.jit": self._triton,
+        }
+        self.finder = _AfterImport(self.hooks, self._failed)
+
+    def start(self) -> None:
+        """Watch modules imported from now on, and those already imported."""
+        sys.meta_path.insert(0, self.finder)
+        for name, hook in self.hooks.items():
+            module = sys.modules.get(name)
+            if module is not None:
+                self._run(hook, module)
+
+    def _run(self, hook: Callable[[types.ModuleType], None], module: types.ModuleType) -> None:
+        try:
+            hook(module)
+        except Exception as e:  # noqa: BLE001 - a JIT we cannot watch leaves no evidence, and says so
+            self._failed(module.__name__, e)
+
+    def _failed(self, module: str, error: BaseException) -> None:
+        self.problem = self.problem or f"{module} could not be watched ({type(error).__name__}: {error}): code it " \
+                                       "compiles may have run unseen"
+
+    # -- each JIT ---------------------------------------------------------------------------------
+
+    def _dynamo(self, module: types.ModuleType) -> None:
+        def hook(code: types.CodeType, _new: types.CodeType) -> None:
+            traced = _traced_code(sys._getframe(1))
+            if traced is None:
+                self.problem = self.problem or ("torch.compile compiled a frame whose traced code this recorder "
+                                                "cannot read (a torch it does not know): its callees ran unseen")
+                traced = []
+            self.compiled(code, [code, *traced])
+            return None
+
+        module.register_bytecode_hook(hook)
+
+    def _numba(self, module: types.ModuleType) -> None:
+        dispatcher = module.Dispatcher
+        call = dispatcher.__call__
+        codes = _Reach(lambda v: isinstance(v, dispatcher), lambda v: v.py_func)
+        note = self.note
+
+        def noting_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            for code in codes(self.py_func):
+                note(code)
+            return call(self, *args, **kwargs)
+
+        dispatcher.__call__ = noting_call
+
+    def _triton(self, module: types.ModuleType) -> None:
+        jit_function = module.JITFunction
+        run = jit_function.run
+        codes = _Reach(lambda v: isinstance(v, jit_function), lambda v: v.fn)
+        note = self.note
+
+        def noting_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            for code in codes(self.fn):
+                note(code)
+            return run(self, *args, **kwargs)
+
+        jit_function.run = noting_run
+
+    def _decorators(self, module: types.ModuleType) -> None:
+        for name in self.names[module.__name__]:
+            original = getattr(module, name, None)
+            if original is None:
+                self.problem = self.problem or f"jit-decorators names {module.__name__}:{name}, which is not there"
+            elif not getattr(original, "_kernel_symbol_map_noting", False):
+                setattr(module, name, _noting_decorator(original, self.note))
+
+
+def _noting_decorator(decorator: Callable[..., Any], note: Note) -> Callable[..., Any]:
+    """``decorator``, whose result (for ``@jit`` and ``@jit(...)`` alike) notes the function it compiled when it
+    is called, launched (``f[grid]``) or run."""
+
+    def decorate(*args: Any, **kwargs: Any) -> Any:
+        made = decorator(*args, **kwargs)
+        if len(args) == 1 and not kwargs and isinstance(args[0], types.FunctionType):
+            return _Noting(made, args[0].__code__, note)
+        if callable(made):  # a decorator factory's decorator: wrap it the same way
+            return _noting_decorator(made, note)
+        return made
+
+    decorate._kernel_symbol_map_noting = True  # type: ignore[attr-defined]
+    decorate.__wrapped__ = decorator  # type: ignore[attr-defined]
+    return decorate
+
+
+class _Noting:
+    """What a source-text JIT returned, noting its function's code whenever it runs it; the rest is the
+    original's."""
+
+    def __init__(self, compiled: Any, code: types.CodeType, note: Note) -> None:
+        object.__setattr__(self, "_ksm", (compiled, code, note))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        compiled, code, note = object.__getattribute__(self, "_ksm")
+        note(code)
+        return compiled(*args, **kwargs)
+
+    def __getitem__(self, key: Any) -> Any:
+        compiled, code, note = object.__getattribute__(self, "_ksm")
+        launcher = compiled[key]
+
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            note(code)
+            return launcher(*args, **kwargs)
+
+        return launch
+
+    def __getattr__(self, name: str) -> Any:
+        compiled, code, note = object.__getattribute__(self, "_ksm")
+        found = getattr(compiled, name)
+        if name != "run" or not callable(found):
+            return found
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            note(code)
+            return found(*args, **kwargs)
+
+        return run
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(object.__getattribute__(self, "_ksm")[0], name, value)
+
+
+class _Reach:
+    """:func:`reached`, found once per function (a JIT'd function is called in loops)."""
+
+    def __init__(self, is_jit: Callable[[Any], bool], function_of: Callable[[Any], Any]) -> None:
+        self.is_jit, self.function_of = is_jit, function_of
+        self.found: dict[Any, list[types.CodeType]] = {}
+
+    def __call__(self, function: Any) -> list[types.CodeType]:
+        key = getattr(function, "__code__", None)
+        codes = self.found.get(key)
+        if codes is None:
+            codes = self.found[key] = reached(function, self.is_jit, self.function_of)
+        return codes
+
+
+def reached(function: Any, is_jit: Callable[[Any], bool], function_of: Callable[[Any], Any]) -> list[types.CodeType]:
+    """``function``'s code and that of every JIT function its code names (globals, closure cells, attributes of
+    modules it names), transitively, with the code objects nested in each: what the JIT compiles into it."""
+    found: list[types.CodeType] = []
+    seen: set[int] = set()
+    todo = [function]
+    while todo:
+        fn = todo.pop()
+        code = getattr(fn, "__code__", None)
+        if not isinstance(code, types.CodeType) or id(code) in seen:
+            continue
+        seen.add(id(code))
+        found.extend(_nested(code))
+        for value in _named(fn, code):
+            if is_jit(value):
+                todo.append(function_of(value))
+    return found
+
+
+def _nested(code: types.CodeType) -> Iterator[types.CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _nested(const)
+
+
+def _named(fn: Any, code: types.CodeType) -> Iterable[Any]:
+    """The values the names in ``code`` (and its nested code) may mean: globals, closure cells, and a named
+    module's attributes of those names."""
+    names = {n for c in _nested(code) for n in c.co_names}
+    namespace = getattr(fn, "__globals__", {})
+    values = [namespace[n] for n in names if n in namespace]
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    for module in [v for v in values if isinstance(v, types.ModuleType)]:
+        values.extend(getattr(module, n) for n in names if n in vars(module))
+    return values
+
+
+def _traced_code(frame: types.FrameType | None) -> list[types.CodeType] | None:
+    """The code objects Dynamo traced into the frame it just compiled: its output graph's ``traced_code``, held
+    by the function that calls the bytecode hooks; None when no caller holds one."""
+    while frame is not None:
+        output = getattr(frame.f_locals.get("tracer_output"), "output_graph", None) or frame.f_locals.get("output")
+        traced = getattr(output, "traced_code", None)
+        if isinstance(traced, list):
+            return [c for c in traced if isinstance(c, types.CodeType)]
+        frame = frame.f_back
+    return None
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a hook on a watched module right after it is executed, before its importer sees it."""
+
+    def __init__(self, hooks: dict[str, Callable[[types.ModuleType], None]],
+                 failed: Callable[[str, BaseException], None]) -> None:
+        self.hooks, self.failed = hooks, failed
+        self.finding: set[str] = set()
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        hook = self.hooks.get(name)
+        if hook is None or name in self.finding:
+            return None
+        self.finding.add(name)
+        spec = None
+        try:
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.finding.discard(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _HookedLoader(spec.loader, hook, self.failed)
+        return spec
+
+
+class _HookedLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, hook: Callable[[types.ModuleType], None],
+                 failed: Callable[[str, BaseException], None]) -> None:
+        self.loader, self.hook, self.failed = loader, hook, failed
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__loader__ = self.loader  # as the module would have it: its source, its resources
+        self.loader.exec_module(module)
+        try:
+            self.hook(module)
+        except Exception as e:  # noqa: BLE001 - never the importer's error: the measurement says it instead
+            self.failed(module.__name__, e)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+
+def decorators_from_environment() -> list[str]:
+    return [e.strip() for e in os.environ.get(DECORATORS_VARIABLE, "").split(",") if e.strip()]

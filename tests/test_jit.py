@@ -1,0 +1,170 @@
+"""Python code a JIT compiles reaches the tests that ran it: torch.compile, numba, a source-text JIT.
+
+A small real suite runs under the plugin (CUPTI's stand-in, real coverage.py, real torch on CPU with
+Dynamo, real numba). A change inside each JIT'd function, or in a callee the JIT compiled into it, must
+reach the test that ran it, and must not reach a control test in another module that imported the same
+module and ran none of it. The source-text JIT compiles the function from its text and never runs its
+code object, as Triton does on a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_native_children import _cupti_package
+
+from kernel_symbol_map.consumer import recordings as recs
+from kernel_symbol_map.consumer.pythonfiles import PythonDecider, PythonTree
+
+pytest.importorskip("torch", reason="torch is not installed: torch.compile cannot be checked")
+pytest.importorskip("numba", reason="numba is not installed: its dispatchers cannot be checked")
+
+GIT = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+JITLIB = '''import inspect
+import textwrap
+
+
+class Compiled:
+    """Compiles a function from its source text, as Triton does: the function's own code never runs."""
+
+    def __init__(self, fn):
+        text = textwrap.dedent(inspect.getsource(fn))
+        text = "\\n".join(line for line in text.splitlines() if not line.lstrip().startswith("@"))
+        namespace = {}
+        exec(compile(text, "<jit " + fn.__name__ + ">", "exec"), fn.__globals__, namespace)
+        self.fn = namespace[fn.__name__]
+
+    def __getitem__(self, grid):
+        return self.fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+def jit(fn):
+    return Compiled(fn)
+'''
+KERNELS = '''import torch
+from numba import njit
+
+from pkg.jitlib import jit
+
+
+def helper(x):
+    return x * 2
+
+
+@torch.compile(backend="aot_eager")
+def compiled(x):
+    return helper(x) + 1
+
+
+@njit
+def inner(x):
+    return x * 3
+
+
+@njit
+def jitted(x):
+    return inner(x) + 1
+
+
+@jit
+def add_kernel(x, y):
+    return x + y
+'''
+FILES = {
+    "pyproject.toml": '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n\n'
+                      '[tool.kernel-symbol-map]\njit-decorators = ["pkg.jitlib:jit"]\n',
+    "pkg/__init__.py": "",
+    "pkg/jitlib.py": JITLIB,
+    "pkg/kernels.py": KERNELS,
+    "tests/test_a.py": '''import torch
+
+from pkg import kernels
+
+
+def test_compiled():
+    assert kernels.compiled(torch.ones(2)).tolist() == [3.0, 3.0]
+
+
+def test_compiled_again():  # the compiled graph, run again: Dynamo compiles nothing now
+    assert kernels.compiled(torch.ones(2)).tolist() == [3.0, 3.0]
+
+
+def test_numba():
+    assert kernels.jitted(2) == 7
+
+
+def test_source_jit():
+    assert kernels.add_kernel[(1,)](1, 2) == 3
+''',
+    "tests/test_b.py": '''from pkg import kernels
+
+
+def test_control():
+    assert kernels.helper is not None
+''',
+}
+TESTS = ("test_compiled", "test_compiled_again", "test_numba", "test_source_jit", "test_control")
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, list[recs.Recording]]:
+    where = tmp_path_factory.mktemp("jit")
+    repo = where / "repo"
+    for rel, text in FILES.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), *GIT, "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), *GIT, "commit", "-qm", "base"], check=True)
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_SYMBOL_MAP")}
+    env["PYTHONPATH"] = os.pathsep.join([str(_cupti_package(where)), str(repo)])
+    env["NUMBA_CACHE_DIR"] = str(where / "numba-cache")
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(where / "inductor-cache")
+    out = where / "rec"
+    proc = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kernel-record",
+                           str(out), "--kernel-record-commit", commit],
+                          cwd=repo, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return repo, commit, recs.read([out / "pytest.jsonl"], commit)
+
+
+def _ran(suite: tuple[Path, str, list[recs.Recording]], old: str, new: str) -> set[str]:
+    """The tests a change of ``old`` to ``new`` in pkg/kernels.py reaches, by their Python coverage."""
+    repo, commit, recordings = suite
+    path = repo / "pkg/kernels.py"
+    assert old in KERNELS
+    path.write_text(KERNELS.replace(old, new))
+    try:
+        decision = PythonDecider(recordings, PythonTree(repo, commit)).decide("pkg/kernels.py")
+    finally:
+        path.write_text(KERNELS)
+    assert decision.known, decision.why
+    return {t.rsplit("::", 1)[-1] for t in decision.tests}
+
+
+def test_every_test_is_recorded_with_python_code(suite: tuple[Path, str, list[recs.Recording]]) -> None:
+    _, _, recordings = suite
+    assert sorted(r.test.rsplit("::", 1)[-1] for r in recordings) == sorted(TESTS)
+    assert all(r.python is not None for r in recordings), [r.python_why for r in recordings]
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("return helper(x) + 1", "return helper(x) + 2", {"test_compiled", "test_compiled_again"}),
+    ("return x * 2", "return x * 4", {"test_compiled", "test_compiled_again"}),  # inlined into the graph
+    ("return inner(x) + 1", "return inner(x) + 2", {"test_numba"}),
+    ("return x * 3", "return x * 5", {"test_numba"}),  # compiled into jitted
+    ("return x + y", "return x - y", {"test_source_jit"}),
+])
+def test_a_change_inside_a_jit_function_reaches_the_tests_that_ran_it(
+        suite: tuple[Path, str, list[recs.Recording]], old: str, new: str, expected: set[str]) -> None:
+    assert _ran(suite, old, new) == expected

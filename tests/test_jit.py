@@ -46,13 +46,18 @@ class Compiled:
         return self.fn(*args)
 
 
-def jit(fn):
+def jit(fn, num_warps=4):
     return Compiled(fn)
+
+
+class Kernel(Compiled):
+    """The same, as a decorator that is a class (a user may check isinstance)."""
 '''
 KERNELS = '''import torch
-from numba import njit
+from numba import njit, vectorize
 
-from pkg.jitlib import jit
+from pkg import pure
+from pkg.jitlib import Kernel, jit
 
 
 def helper(x):
@@ -62,6 +67,11 @@ def helper(x):
 @torch.compile(backend="aot_eager")
 def compiled(x):
     return helper(x) + 1
+
+
+@torch.compile(backend="aot_eager")
+def squared(x):
+    return pure.sq(x) + 1
 
 
 @njit
@@ -77,16 +87,77 @@ def jitted(x):
 @jit
 def add_kernel(x, y):
     return x + y
+
+
+def with_options(x):
+    return x * 7
+
+
+with_options = jit(with_options, num_warps=8)
+
+
+@Kernel
+def class_kernel(x):
+    return x - 1
+
+
+class Scaled(torch.nn.Module):
+    def forward(self, x):
+        return helper2(x)
+
+
+def helper2(x):
+    return x * 6
+
+
+sequential = torch.compile(torch.nn.Sequential(Scaled()), backend="aot_eager")
+
+
+def make(f):
+    @njit
+    def g(x):
+        return f(x) + 1
+    return g
+
+
+@njit
+def fa(x):
+    return x * 10
+
+
+@njit
+def fb(x):
+    return x * 11
+
+
+ga, gb = make(fa), make(fb)
+
+
+@njit
+def apply(f, x):
+    return f(x)
+
+
+@njit
+def passed(x):
+    return x * 13
+
+
+@vectorize
+def vplus(x):
+    return x + 100
 '''
 FILES = {
     "pyproject.toml": '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n\n'
-                      '[tool.kernel-symbol-map]\njit-decorators = ["pkg.jitlib:jit"]\n',
+                      '[tool.kernel-symbol-map]\njit-decorators = ["pkg.jitlib:jit", "pkg.jitlib:Kernel"]\n',
     "pkg/__init__.py": "",
     "pkg/jitlib.py": JITLIB,
     "pkg/kernels.py": KERNELS,
-    "tests/test_a.py": '''import torch
+    "pkg/pure.py": "def sq(x):\n    return x * x\n",  # its first statement is a function's: no import runs it
+    "tests/test_a.py": '''import numpy
+import torch
 
-from pkg import kernels
+from pkg import jitlib, kernels
 
 
 def test_compiled():
@@ -103,6 +174,43 @@ def test_numba():
 
 def test_source_jit():
     assert kernels.add_kernel[(1,)](1, 2) == 3
+
+
+def test_squared():
+    assert kernels.squared(torch.ones(1)).tolist() == [2.0]
+
+
+def test_with_options():
+    assert kernels.with_options[(1,)](1) == 7
+
+
+def test_class_kernel():
+    assert isinstance(kernels.class_kernel, jitlib.Kernel)
+    assert kernels.class_kernel[(1,)](3) == 2
+
+
+def test_sequential():
+    assert kernels.sequential(torch.ones(1)).tolist() == [6.0]
+
+
+def test_sequential_again():
+    assert kernels.sequential(torch.ones(1)).tolist() == [6.0]
+
+
+def test_factory_a():
+    assert kernels.ga(1) == 11
+
+
+def test_factory_b():
+    assert kernels.gb(1) == 12
+
+
+def test_passed():
+    assert kernels.apply(kernels.passed, 1) == 13
+
+
+def test_vectorize():
+    assert kernels.vplus(numpy.arange(2)).tolist() == [100, 101]
 ''',
     "tests/test_b.py": '''from pkg import kernels
 
@@ -111,7 +219,9 @@ def test_control():
     assert kernels.helper is not None
 ''',
 }
-TESTS = ("test_compiled", "test_compiled_again", "test_numba", "test_source_jit", "test_control")
+TESTS = ("test_compiled", "test_compiled_again", "test_numba", "test_source_jit", "test_squared", "test_with_options",
+         "test_class_kernel", "test_sequential", "test_sequential_again", "test_factory_a", "test_factory_b",
+         "test_passed", "test_vectorize", "test_control")
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +274,16 @@ def test_every_test_is_recorded_with_python_code(suite: tuple[Path, str, list[re
     ("return inner(x) + 1", "return inner(x) + 2", {"test_numba"}),
     ("return x * 3", "return x * 5", {"test_numba"}),  # compiled into jitted
     ("return x + y", "return x - y", {"test_source_jit"}),
+    # Dynamo traced pkg/pure.py's function, the file's first statement: that is no import of the file.
+    ("return pure.sq(x) + 1", "return pure.sq(x) + 2", {"test_squared"}),
+    ("return x * 7", "return x * 8", {"test_with_options"}),  # jit(f, options), launched
+    ("return x - 1", "return x - 2", {"test_class_kernel"}),  # a decorator that is a class
+    ("return x * 11", "return x * 12", {"test_factory_b"}),  # one factory's two dispatchers, each its own callee
+    ("return x * 13", "return x * 14", {"test_passed"}),  # a dispatcher passed in is compiled in
+    ("return x + 100", "return x + 101", {"test_vectorize"}),
+    # A compiled frame of torch's own (nn.Sequential): its later runs cannot be seen, so the project code traced
+    # into it is every test's.
+    ("return x * 6", "return x * 5", set(TESTS)),
 ])
 def test_a_change_inside_a_jit_function_reaches_the_tests_that_ran_it(
         suite: tuple[Path, str, list[recs.Recording]], old: str, new: str, expected: set[str]) -> None:

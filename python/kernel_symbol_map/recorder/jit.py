@@ -58,6 +58,7 @@ class JitWatch:
             **{module: self._decorators for module in self.names},
             "torch._dynamo.convert_frame": self._dynamo,
             "numba.core.dispatcher": self._numba,
+            "numba.np.ufunc.dufunc": self._numba_ufuncs,
             "triton.runtime.jit": self._triton,
         }
         self.finder = _AfterImport(self.hooks, self._failed)
@@ -97,25 +98,42 @@ class JitWatch:
     def _numba(self, module: types.ModuleType) -> None:
         dispatcher = module.Dispatcher
         call = dispatcher.__call__
-        codes = _Reach(lambda v: isinstance(v, dispatcher), lambda v: v.py_func)
+        codes = _Reach(_numba_function)
         note = self.note
 
         def noting_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            for code in codes(self.py_func):
-                note(code)
+            for value in (self, *args, *kwargs.values()):  # a dispatcher passed in is compiled in too
+                if isinstance(value, dispatcher):
+                    for code in codes(value):
+                        note(code)
             return call(self, *args, **kwargs)
 
         dispatcher.__call__ = noting_call
 
+    def _numba_ufuncs(self, module: types.ModuleType) -> None:
+        dufunc = module.DUFunc
+        call = dufunc.__call__
+        codes = _Reach(_numba_function)
+        note = self.note
+
+        def noting_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            for code in codes(self):
+                note(code)
+            return call(self, *args, **kwargs)
+
+        dufunc.__call__ = noting_call
+
     def _triton(self, module: types.ModuleType) -> None:
         jit_function = module.JITFunction
         run = jit_function.run
-        codes = _Reach(lambda v: isinstance(v, jit_function), lambda v: v.fn)
+        codes = _Reach(lambda v: v.fn if isinstance(v, jit_function) else None)
         note = self.note
 
         def noting_run(self: Any, *args: Any, **kwargs: Any) -> Any:
-            for code in codes(self.fn):
-                note(code)
+            for value in (self, *args, *kwargs.values()):  # a JITFunction passed as a constexpr too
+                if isinstance(value, jit_function):
+                    for code in codes(value):
+                        note(code)
             return run(self, *args, **kwargs)
 
         jit_function.run = noting_run
@@ -125,19 +143,40 @@ class JitWatch:
             original = getattr(module, name, None)
             if original is None:
                 self.problem = self.problem or f"jit-decorators names {module.__name__}:{name}, which is not there"
+            elif isinstance(original, type):
+                _watch_class(original, self.note)
             elif not getattr(original, "_kernel_symbol_map_noting", False):
                 setattr(module, name, _noting_decorator(original, self.note))
 
 
+def _numba_function(value: Any) -> Any:
+    """The Python function numba compiles for ``value`` (a dispatcher, a ufunc, or a plain function it compiles
+    in: ``register_jitable``, an overload's), or None."""
+    if isinstance(value, types.FunctionType):
+        return value
+    dispatcher = getattr(value, "_dispatcher", value)  # a DUFunc's
+    function = getattr(dispatcher, "py_func", None)
+    return function if isinstance(function, types.FunctionType) else None
+
+
+def _source_function(value: Any) -> Any:
+    """The function a source-text JIT compiled for ``value`` (a result :func:`_noting_decorator` wrapped, or an
+    instance of a watched class), or None."""
+    if isinstance(value, _Noting):
+        return object.__getattribute__(value, "_ksm")[2]
+    watched = _WATCHED.get(id(value))
+    return watched[1] if watched is not None and watched[0] is value else None
+
+
 def _noting_decorator(decorator: Callable[..., Any], note: Note) -> Callable[..., Any]:
-    """``decorator``, whose result (for ``@jit`` and ``@jit(...)`` alike) notes the function it compiled when it
-    is called, launched (``f[grid]``) or run."""
+    """``decorator``, whose result notes the function it compiled when it is called, launched (``f[grid]``) or
+    run: ``@jit``, ``jit(f, options)`` and ``@jit(options)`` alike."""
 
     def decorate(*args: Any, **kwargs: Any) -> Any:
         made = decorator(*args, **kwargs)
-        if len(args) == 1 and not kwargs and isinstance(args[0], types.FunctionType):
-            return _Noting(made, args[0].__code__, note)
-        if callable(made):  # a decorator factory's decorator: wrap it the same way
+        if args and isinstance(args[0], types.FunctionType):
+            return _Noting(made, args[0], note)
+        if callable(made) and not args:  # a decorator factory's decorator: wrap it the same way
             return _noting_decorator(made, note)
         return made
 
@@ -147,35 +186,42 @@ def _noting_decorator(decorator: Callable[..., Any], note: Note) -> Callable[...
 
 
 class _Noting:
-    """What a source-text JIT returned, noting its function's code whenever it runs it; the rest is the
-    original's."""
+    """What a source-text JIT returned, noting its function's code (and that of the JIT'd functions it names,
+    compiled in from their text) whenever it runs it; the rest is the original's."""
 
-    def __init__(self, compiled: Any, code: types.CodeType, note: Note) -> None:
-        object.__setattr__(self, "_ksm", (compiled, code, note))
+    def __init__(self, compiled: Any, function: types.FunctionType, note: Note) -> None:
+        object.__setattr__(self, "_ksm", (compiled, note, function))
+
+    def _ran(self) -> None:
+        note = object.__getattribute__(self, "_ksm")[1]
+        for code in _SOURCE_REACH(self):
+            note(code)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        compiled, code, note = object.__getattribute__(self, "_ksm")
-        note(code)
-        return compiled(*args, **kwargs)
+        _Noting._ran(self)
+        return object.__getattribute__(self, "_ksm")[0](*args, **kwargs)
 
     def __getitem__(self, key: Any) -> Any:
-        compiled, code, note = object.__getattribute__(self, "_ksm")
-        launcher = compiled[key]
+        launcher = object.__getattribute__(self, "_ksm")[0][key]
 
         def launch(*args: Any, **kwargs: Any) -> Any:
-            note(code)
+            _Noting._ran(self)
             return launcher(*args, **kwargs)
 
         return launch
 
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        compiled, note, function = object.__getattribute__(self, "_ksm")
+        bind = getattr(compiled, "__get__", None)
+        return self if bind is None or instance is None else _Noting(bind(instance, owner), function, note)
+
     def __getattr__(self, name: str) -> Any:
-        compiled, code, note = object.__getattribute__(self, "_ksm")
-        found = getattr(compiled, name)
+        found = getattr(object.__getattribute__(self, "_ksm")[0], name)
         if name != "run" or not callable(found):
             return found
 
         def run(*args: Any, **kwargs: Any) -> Any:
-            note(code)
+            _Noting._ran(self)
             return found(*args, **kwargs)
 
         return run
@@ -184,27 +230,58 @@ class _Noting:
         setattr(object.__getattribute__(self, "_ksm")[0], name, value)
 
 
+# A decorator that is a class stays itself (isinstance, subclasses): an instance made from a function is noted
+# when it is called, launched or run. id(instance) -> (the instance, kept alive; its function).
+_WATCHED: dict[int, tuple[Any, types.FunctionType]] = {}
+
+
+def _watch_class(cls: type, note: Note) -> None:
+    if cls.__dict__.get("_kernel_symbol_map_noting", False):
+        return
+    init = cls.__init__
+
+    def noting_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if args and isinstance(args[0], types.FunctionType):
+            _WATCHED[id(self)] = (self, args[0])
+
+    def ran(self: Any) -> None:
+        for code in _SOURCE_REACH(self):
+            note(code)
+
+    cls.__init__ = noting_init  # type: ignore[misc]
+    for method in ("__call__", "__getitem__", "run"):
+        original = next((k.__dict__[method] for k in cls.__mro__ if method in k.__dict__ and k is not object), None)
+        if callable(original):  # its own or inherited: set on this class
+            def noting(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                ran(self)
+                return _original(self, *args, **kwargs)
+
+            setattr(cls, method, noting)
+    cls._kernel_symbol_map_noting = True  # type: ignore[attr-defined]
+
+
 class _Reach:
-    """:func:`reached`, found once per function (a JIT'd function is called in loops)."""
+    """:func:`reached`, found once per JIT'd object (it is called in loops)."""
 
-    def __init__(self, is_jit: Callable[[Any], bool], function_of: Callable[[Any], Any]) -> None:
-        self.is_jit, self.function_of = is_jit, function_of
-        self.found: dict[Any, list[types.CodeType]] = {}
+    def __init__(self, function_of: Callable[[Any], Any]) -> None:
+        self.function_of = function_of
+        self.found: dict[int, tuple[Any, list[types.CodeType]]] = {}  # id -> (the object, kept alive; its codes)
 
-    def __call__(self, function: Any) -> list[types.CodeType]:
-        key = getattr(function, "__code__", None)
-        codes = self.found.get(key)
-        if codes is None:
-            codes = self.found[key] = reached(function, self.is_jit, self.function_of)
-        return codes
+    def __call__(self, value: Any) -> list[types.CodeType]:
+        known = self.found.get(id(value))
+        if known is None or known[0] is not value:
+            known = self.found[id(value)] = (value, reached(value, self.function_of))
+        return known[1]
 
 
-def reached(function: Any, is_jit: Callable[[Any], bool], function_of: Callable[[Any], Any]) -> list[types.CodeType]:
-    """``function``'s code and that of every JIT function its code names (globals, closure cells, attributes of
-    modules it names), transitively, with the code objects nested in each: what the JIT compiles into it."""
+def reached(value: Any, function_of: Callable[[Any], Any]) -> list[types.CodeType]:
+    """The code of ``value``'s JIT'd function and of every JIT'd object its code names (globals, closure cells,
+    attributes of modules it names), transitively, with the code objects nested in each: what the JIT compiles
+    into it. ``function_of`` gives a value's function, or None for a value the JIT does not compile."""
     found: list[types.CodeType] = []
     seen: set[int] = set()
-    todo = [function]
+    todo = [function_of(value)]
     while todo:
         fn = todo.pop()
         code = getattr(fn, "__code__", None)
@@ -212,10 +289,14 @@ def reached(function: Any, is_jit: Callable[[Any], bool], function_of: Callable[
             continue
         seen.add(id(code))
         found.extend(_nested(code))
-        for value in _named(fn, code):
-            if is_jit(value):
-                todo.append(function_of(value))
+        for named in _named(fn, code):
+            function = function_of(named)
+            if function is not None:
+                todo.append(function)
     return found
+
+
+_SOURCE_REACH = _Reach(_source_function)
 
 
 def _nested(code: types.CodeType) -> Iterator[types.CodeType]:
@@ -236,8 +317,13 @@ def _named(fn: Any, code: types.CodeType) -> Iterable[Any]:
             values.append(cell.cell_contents)
         except ValueError:  # an empty cell
             pass
-    for module in [v for v in values if isinstance(v, types.ModuleType)]:
-        values.extend(getattr(module, n) for n in names if n in vars(module))
+    modules = [v for v in values if isinstance(v, types.ModuleType)]
+    seen = {id(m) for m in modules}
+    while modules:  # pkg.sub.deep.f: each named module's attributes of those names, modules among them too
+        found = [vars(m)[n] for m in modules for n in names if n in vars(m)]
+        values.extend(found)
+        modules = [v for v in found if isinstance(v, types.ModuleType) and id(v) not in seen]
+        seen.update(id(m) for m in modules)
     return values
 
 

@@ -134,10 +134,16 @@ class PythonCoverage:
     def compiled(self, code: types.CodeType, traced: Sequence[types.CodeType]) -> None:
         """Dynamo compiled a frame of ``code``, tracing ``traced`` into it: a scope that ran the frame's first
         line ran them all."""
-        self.frames[(os.path.realpath(code.co_filename), code.co_firstlineno)].update(traced)
+        path = os.path.realpath(code.co_filename)
+        self.frames[(path, code.co_firstlineno)].update(traced)
         self.note(code)  # compiled here: the frame runs here too
         for c in traced:
             self.note(c)
+        if self.root is not None and not path.startswith(str(self.root.resolve()) + os.sep):
+            # A frame coverage does not measure (torch's nn.Sequential, a functools.partial): a later run of it
+            # cannot be seen, so the project code traced into it is every test's.
+            for c in traced:
+                self.note(c, _DEFAULT)
 
     def _watch(self) -> None:
         """Know when tracing was taken from us: another coverage.py measurement pauses ours when it starts
@@ -224,7 +230,7 @@ class PythonCoverage:
         found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         imported: set[str] = set()
         per_context: dict[str, tuple[dict[str, set[int]], pyblocks.Blocks]] = {}  # rel -> its lines by context
-        lines = self._lines(data, measured)
+        lines, covered = self._lines(data, measured)
         for path, by_context in lines.items():
             rel = _relative(path, root)
             if rel is None or rel not in tracked:
@@ -232,7 +238,7 @@ class PythonCoverage:
             blocks = _blocks(Path(path))
             for context, lines in by_context.items():
                 found[self._scope(context, path, default_scope)][rel].update(blocks.executed(lines))
-                if blocks.first in lines and not context.startswith("collect:"):
+                if blocks.first in covered[path].get(context, ()) and not context.startswith("collect:"):
                     imported.add(context)  # the module's first statement ran here: it was imported in this scope
             per_context[rel] = by_context, blocks
         # A scope in which some module was imported (a test's lazy import, a fixture's) ran that import's code
@@ -249,24 +255,30 @@ class PythonCoverage:
                            for scope, files in sorted(found.items())},
                 "python_copies": _copies(root, tracked), "pyblocks": pyblocks.SCHEME}
 
-    def _lines(self, data: Any, measured: Iterable[str]) -> dict[str, dict[str, set[int]]]:
-        """File -> context -> the lines executed there: coverage's, and those the JITs ran (:mod:`.jit`). A
-        compiled frame run again shows to coverage by its first line alone: a test (or fixture) scope in which
-        that line ran also ran the code traced into the frame (import's and collection's are not such a run)."""
-        found: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    def _lines(self, data: Any, measured: Iterable[str]) -> tuple[dict[str, dict[str, set[int]]],
+                                                                    dict[str, dict[str, set[int]]]]:
+        """File -> context -> the lines executed there: coverage's and those the JITs ran (:mod:`.jit`), and
+        coverage's alone (what an import ran is told by them). A compiled frame run again shows to coverage by
+        its first line alone: a test (or fixture) scope in which that line ran also ran the code traced into the
+        frame (import's and collection's are not such a run)."""
+        covered: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
         for path in measured:
             for line, contexts in data.contexts_by_lineno(path).items():
                 for context in contexts:
-                    found[os.path.realpath(path)][context].add(line)
+                    covered[os.path.realpath(path)][context].add(line)
         for (path, first), traced in self.frames.items():
-            for context, ran in list(found.get(path, {}).items()):
+            for context, ran in covered.get(path, {}).items():
                 if first in ran and context != _DEFAULT and not context.startswith("collect:"):
                     for code in traced:
                         self.note(code, context)
+        found: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+        for path, by_context in covered.items():
+            for context, ran in by_context.items():
+                found[path][context].update(ran)
         for context, files in self.noted.items():
             for path, noted in files.items():
                 found[path][context].update(noted)
-        return found
+        return found, covered
 
     def _scope(self, context: str, path: str, default_scope: str) -> str:
         if not context:

@@ -97,46 +97,33 @@ class JitWatch:
 
     def _numba(self, module: types.ModuleType) -> None:
         dispatcher = module.Dispatcher
-        call = dispatcher.__call__
-        codes = _Reach(_numba_function)
-        note = self.note
-
-        def noting_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            for value in (self, *args, *kwargs.values()):  # a dispatcher passed in is compiled in too
-                if isinstance(value, dispatcher):
-                    for code in codes(value):
-                        note(code)
-            return call(self, *args, **kwargs)
-
-        dispatcher.__call__ = noting_call
+        # a dispatcher passed in is compiled in too
+        self._noting(dispatcher, "__call__", lambda v: _numba_function(v) if isinstance(v, dispatcher) else None,
+                     passed=True)
 
     def _numba_ufuncs(self, module: types.ModuleType) -> None:
-        dufunc = module.DUFunc
-        call = dufunc.__call__
-        codes = _Reach(_numba_function)
-        note = self.note
-
-        def noting_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            for code in codes(self):
-                note(code)
-            return call(self, *args, **kwargs)
-
-        dufunc.__call__ = noting_call
+        self._noting(module.DUFunc, "__call__", _numba_function, passed=False)
 
     def _triton(self, module: types.ModuleType) -> None:
         jit_function = module.JITFunction
-        run = jit_function.run
-        codes = _Reach(lambda v: v.fn if isinstance(v, jit_function) else None)
+        # a JITFunction passed as a constexpr is compiled in too
+        self._noting(jit_function, "run", lambda v: v.fn if isinstance(v, jit_function) else None, passed=True)
+
+    def _noting(self, cls: type, name: str, function_of: Callable[[Any], Any], passed: bool) -> None:
+        """``cls.name`` notes, each time it runs, the code of the function ``function_of`` finds for the object it
+        runs on (and, when ``passed``, for each argument), and of what is compiled into that (:func:`reached`)."""
+        original = getattr(cls, name)
+        codes = _Reach(function_of)
         note = self.note
 
-        def noting_run(self: Any, *args: Any, **kwargs: Any) -> Any:
-            for value in (self, *args, *kwargs.values()):  # a JITFunction passed as a constexpr too
-                if isinstance(value, jit_function):
+        def noting(this: Any, *args: Any, **kwargs: Any) -> Any:
+            for value in (this, *args, *kwargs.values()) if passed else (this,):
+                if function_of(value) is not None:
                     for code in codes(value):
                         note(code)
-            return run(self, *args, **kwargs)
+            return original(this, *args, **kwargs)
 
-        jit_function.run = noting_run
+        setattr(cls, name, noting)
 
     def _decorators(self, module: types.ModuleType) -> None:
         for name in self.names[module.__name__]:

@@ -48,7 +48,12 @@ def canonical(names: list[str]) -> list[str] | None:
     found = {h for n in names for h in UNIT_TEXT.findall(n)}
     if len(found) != 1:
         return None
-    return [UNIT_TEXT.sub(MASK.decode(), n) for n in names]
+    return [spelled(n) for n in names]
+
+
+def spelled(name: str) -> str:
+    """``name`` with every unit hash in it masked: the same code as another folder's build names it."""
+    return UNIT_TEXT.sub(MASK.decode(), name)
 
 
 _MASKED = regex.compile(r"(?<![0-9a-f])xxxxxxxx(?=_\d+_)")

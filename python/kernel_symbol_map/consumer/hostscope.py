@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-from .._unitnames import MASK, UNIT_TEXT
+from .._unitnames import spelled as _spelled
 from .emitted import HostChange
 from .kernelmap import KernelMap
 from .recordings import Recording
@@ -176,7 +176,3 @@ class HostScope:
                              "have loaded too")
         return HostReach(kernels=change.kernels, tests=found)
 
-
-def _spelled(kernel: str) -> str:
-    """A kernel's name with nvcc's unit hash masked: the same kernel as another folder's build names it."""
-    return UNIT_TEXT.sub(MASK.decode(), kernel)

@@ -9,17 +9,22 @@ code object, as Triton does on a GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from native_programs import build_driver
 from test_native_children import _cupti_package
 
 from kernel_symbol_map.consumer import recordings as recs
+from kernel_symbol_map.consumer.kernelmap import KernelMap
 from kernel_symbol_map.consumer.pythonfiles import PythonDecider, PythonTree
+from kernel_symbol_map.consumer.selection import Options, Selection, select
 
 pytest.importorskip("torch", reason="torch is not installed: torch.compile cannot be checked")
 pytest.importorskip("numba", reason="numba is not installed: its dispatchers cannot be checked")
@@ -40,6 +45,9 @@ class Compiled:
         self.fn = namespace[fn.__name__]
 
     def __getitem__(self, grid):
+        from cupti import cupti
+
+        cupti.launch(self.fn.__name__)  # a launch: a kernel named after the function, as Triton names them
         return self.fn
 
     def __call__(self, *args):
@@ -56,7 +64,7 @@ class Kernel(Compiled):
 KERNELS = '''import torch
 from numba import njit, vectorize
 
-from pkg import pure
+from pkg import ops, pure
 from pkg.jitlib import Kernel, jit
 
 
@@ -146,6 +154,11 @@ def passed(x):
 @vectorize
 def vplus(x):
     return x + 100
+
+
+@jit
+def fused_kernel(x, y):
+    return ops.combine(x, y) * 2
 '''
 FILES = {
     "pyproject.toml": '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n\n'
@@ -154,6 +167,7 @@ FILES = {
     "pkg/jitlib.py": JITLIB,
     "pkg/kernels.py": KERNELS,
     "pkg/pure.py": "def sq(x):\n    return x * x\n",  # its first statement is a function's: no import runs it
+    "pkg/ops.py": "from pkg.jitlib import jit\n\n\n@jit\ndef combine(x, y):\n    return x + y\n",
     "tests/test_a.py": '''import numpy
 import torch
 
@@ -211,6 +225,10 @@ def test_passed():
 
 def test_vectorize():
     assert kernels.vplus(numpy.arange(2)).tolist() == [100, 101]
+
+
+def test_fused():
+    assert kernels.fused_kernel[(1,)](1, 2) == 6
 ''',
     "tests/test_b.py": '''from pkg import kernels
 
@@ -221,7 +239,7 @@ def test_control():
 }
 TESTS = ("test_compiled", "test_compiled_again", "test_numba", "test_source_jit", "test_squared", "test_with_options",
          "test_class_kernel", "test_sequential", "test_sequential_again", "test_factory_a", "test_factory_b",
-         "test_passed", "test_vectorize", "test_control")
+         "test_passed", "test_vectorize", "test_fused", "test_control")
 
 
 @pytest.fixture(scope="module")
@@ -238,6 +256,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, list[rec
                             check=True).stdout.strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_SYMBOL_MAP")}
     env["PYTHONPATH"] = os.pathsep.join([str(_cupti_package(where)), str(repo)])
+    env["FAKE_CUDA_DRIVER"] = str(build_driver(where))  # what the stand-in's launches load
     env["NUMBA_CACHE_DIR"] = str(where / "numba-cache")
     env["TORCHINDUCTOR_CACHE_DIR"] = str(where / "inductor-cache")
     out = where / "rec"
@@ -288,3 +307,104 @@ def test_every_test_is_recorded_with_python_code(suite: tuple[Path, str, list[re
 def test_a_change_inside_a_jit_function_reaches_the_tests_that_ran_it(
         suite: tuple[Path, str, list[recs.Recording]], old: str, new: str, expected: set[str]) -> None:
     assert _ran(suite, old, new) == expected
+
+
+# -- kernels a JIT names after a function ---------------------------------------------------------------------
+
+def _map(commit: str) -> KernelMap:
+    """One compiled object, whose kernel no test here launched: every kernel the suite launched is a JIT's."""
+    obj = {"source": "csrc/x.cu", "target": "t", "object": "x.o", "device": True, "symbols": ["_Z1xv"],
+           "deps": ["csrc/x.cu"]}
+    return KernelMap({"version": 1, "commit": commit, "cuda": "13.0", "generated_at": "", "build_dirs": [],
+                      "incomplete": False, "errors": [], "stats": {}, "objects": [obj]})
+
+
+def _select(suite: tuple[Path, str, list[recs.Recording]], edits: dict[str, tuple[str, str]],
+            recordings: list[recs.Recording] | None = None, external: tuple[str, ...] = ()) -> Selection:
+    """select over the suite's recordings for ``edits`` (file -> (old, new)), made in the checkout meanwhile."""
+    repo, commit, recorded = suite
+    kept = {rel: (repo / rel).read_text() for rel in edits if rel.endswith(".py")}
+    for rel, (old, new) in edits.items():
+        if rel in kept:
+            assert old in kept[rel], (rel, old)
+            (repo / rel).write_text(kept[rel].replace(old, new))
+    try:
+        options = Options(source_root=repo, external_kernels=external, jit_decorators=("pkg.jitlib:jit", "pkg.jitlib:Kernel"))
+        return select(_map(commit), recorded if recordings is None else recordings, list(edits), options=options)
+    finally:
+        for rel, text in kept.items():
+            (repo / rel).write_text(text)
+
+
+def _runs(selection: Selection) -> set[str]:
+    return {t.rsplit("::", 1)[-1] for t in selection.to_run}
+
+
+def test_the_plugin_records_which_function_a_jit_launched(suite: tuple[Path, str, list[recs.Recording]]) -> None:
+    by_test = {r.test.rsplit("::", 1)[-1]: r for r in suite[2]}
+    assert by_test["test_source_jit"].kernels == {"add_kernel"}
+    assert dict(by_test["test_source_jit"].jit_kernels) == {"add_kernel": {"pkg/kernels.py:add_kernel"}}
+    assert dict(by_test["test_class_kernel"].jit_kernels) == {"class_kernel": {"pkg/kernels.py:class_kernel"}}
+    assert not by_test["test_control"].jit_kernels and all(r.complete for r in suite[2])
+
+
+@pytest.mark.parametrize("external", [(), ("add_.*",), (".*_kernel",)])
+def test_a_jit_kernels_function_changed_runs_its_test_even_when_listed_external(
+        suite: tuple[Path, str, list[recs.Recording]], external: tuple[str, ...]) -> None:
+    found = _select(suite, {"pkg/kernels.py": ("return x + y", "return x - y")}, external=external)
+    assert _runs(found) == {"test_source_jit"}, found.to_json()["decisions"]
+    assert bool(found.notes) == bool(external) and all("decided by that function's" in n for n in found.notes)
+
+
+def test_a_jit_kernel_is_neither_unknown_nor_external(suite: tuple[Path, str, list[recs.Recording]]) -> None:
+    found = _select(suite, {"csrc/x.cu": ("", "")})  # a compiled source: no JIT'd function changed
+    assert _runs(found) == set(), found.to_json()["decisions"]
+
+
+def _by_name(recordings: list[recs.Recording], **changes: Any) -> list[recs.Recording]:
+    """The recordings as a recorder that did not see the JIT launch them would write them."""
+    return [dataclasses.replace(r, jit_kernels={}, **changes) for r in recordings]
+
+
+def test_without_the_recordings_word_a_jit_kernel_is_its_functions_by_name(
+        suite: tuple[Path, str, list[recs.Recording]]) -> None:
+    recorded = _by_name(suite[2])
+    # with_options = jit(with_options, ...) decorates nothing: by name, it is no JIT'd function's, and unknown
+    assert _runs(_select(suite, {"csrc/x.cu": ("", "")}, recorded)) == {"test_with_options"}
+    found = _select(suite, {"pkg/kernels.py": ("return x + y", "return x - y")}, recorded, external=("add_.*",))
+    assert _runs(found) == {"test_source_jit", "test_with_options"} and found.notes
+    # No Python coverage to decide by: a Python change runs it; a compiled source's still does not.
+    blind = _by_name(suite[2], python=None, python_why="not measured")
+    assert "test_source_jit" in _runs(_select(suite, {"pkg/ops.py": ("x + y", "x * y")}, blind))
+    assert _runs(_select(suite, {"csrc/x.cu": ("", "")}, blind)) == {"test_with_options"}
+
+
+@pytest.mark.parametrize("kernel", ["fused_kernel", "fused_kernel_0d1d2de"])  # Triton 3, and older's suffix
+def test_by_name_a_jit_kernel_reaches_the_jit_functions_its_function_names(
+        suite: tuple[Path, str, list[recs.Recording]], kernel: str) -> None:
+    """A recording that knows only the kernel's name (its Python coverage holds no block of the function): the
+    function is found by name, and the JIT'd function it calls, in another file, with it."""
+    _, commit, _ = suite
+    alone = recs.Recording("tests/test_c.py::test_alone", frozenset({kernel}), True, commit, "here", python={})
+    others = suite[2]  # the suite's own: the changed files are decided by coverage, not run for everything
+    assert _runs(_select(suite, {"pkg/ops.py": ("x + y", "x * y")}, [alone, *others])) == {"test_alone", "test_fused"}
+    assert _runs(_select(suite, {"pkg/kernels.py": ("ops.combine(x, y) * 2", "ops.combine(x, y) * 3")},
+                         [alone, *others])) == {"test_alone", "test_fused"}
+    assert _runs(_select(suite, {"pkg/kernels.py": ("return x * 13", "return x * 14")},
+                         [alone, *others])) == {"test_passed"}
+    unknown = dataclasses.replace(alone, kernels=frozenset({"other_kernel"}))  # no function has its name
+    assert _runs(_select(suite, {"pkg/kernels.py": ("return x * 13", "return x * 14")},
+                         [unknown, *others])) == {"test_alone", "test_passed"}
+
+
+@pytest.mark.parametrize(("kernel", "jit_kernels"), [
+    ("helper", {}),  # pkg/kernels.py's helper is no JIT'd function: no JIT names a kernel after it
+    ("ext_kernel", {"ext_kernel": frozenset({"/site-packages/ext/k.py:ext_kernel"})}),  # not the project's code
+])
+def test_a_kernel_no_jit_function_of_the_project_is_named_after_stays_unknown(
+        suite: tuple[Path, str, list[recs.Recording]], kernel: str, jit_kernels: dict[str, frozenset[str]]) -> None:
+    _, commit, _ = suite
+    alone = recs.Recording("tests/test_c.py::test_alone", frozenset({kernel}), True, commit, "here", python={},
+                           jit_kernels=jit_kernels)
+    found = _select(suite, {"csrc/x.cu": ("", "")}, [alone])
+    assert [d.reason for d in found.decisions] == ["unknown-kernel"]

@@ -110,6 +110,7 @@ def _configured(args: argparse.Namespace) -> None:
     if args.rules is None and found.rules:
         args.rules = Path(found.rules)
         used.append("rules")
+    args.jit_decorators = found.get("jit-decorators")  # the recorder's too: how a JIT's kernels are named
     if used:
         logging.getLogger("kernel_symbol_map.config").info("%s: %s from [tool.%s]", found.source,
                                                             ", ".join(used), config.TABLE)
@@ -153,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
     bad_map = bad_map or bad_base
     canonical = Canonical(source_root, args.build_dir)
     options = Options(rules, args.allow_empty, args.whole_target, canonical, tuple(args.external_kernels),
-                      per_file=not args.whole_change, source_root=source_root, host_scope=args.host_scope)
+                      per_file=not args.whole_change, source_root=source_root, host_scope=args.host_scope,
+                      jit_decorators=tuple(args.jit_decorators))
     tests = all_tests(recordings, unreadable, rules)
 
     changed: list[str] = [p for c in args.changed or [] for p in project_paths(c, source_root)]  # here, and top
@@ -228,6 +230,8 @@ def _print(selection: Selection, as_json: bool) -> None:
         return
     if selection.mode_why:
         print(f"NOTE {_readable(selection.mode_why)}")
+    for note in selection.notes:
+        print(f"NOTE {_readable(note)}")
     if selection.fallback:
         print(f"FALLBACK {selection.fallback}: {_readable(selection.fallback_why)}")
     for v in (v for v in selection.verdicts.values() if v.by not in ("map", "emitted")):  # those say it per test

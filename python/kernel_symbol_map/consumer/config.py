@@ -47,7 +47,8 @@ class Config:
     """The table's values, paths made absolute; ``source`` is the file they came from ("" for none)."""
 
     source: str = ""
-    lists: dict[str, list[str]] = field(default_factory=dict)  # map, base-map, recordings, external-kernels
+    # map, base-map, recordings, external-kernels, jit-decorators
+    lists: dict[str, list[str]] = field(default_factory=dict)
     rules: str | None = None
 
     def get(self, key: str) -> list[str]:
@@ -111,6 +112,8 @@ def parse(table: Any, path: Path) -> Config:
     decorators = table.get("jit-decorators", [])  # read by the recorder (recorder/jit.py); checked here too
     if not isinstance(decorators, list) or not all(isinstance(d, str) and ":" in d.strip(":") for d in decorators):
         raise ConfigError(f"{where}: jit-decorators must be a list of 'module:name' strings")
+    if decorators:
+        lists["jit-decorators"] = list(decorators)
     rules = table.get("rules")
     if rules is not None and (not isinstance(rules, str) or not rules):
         raise ConfigError(f"{where}: rules must be a path (a string)")

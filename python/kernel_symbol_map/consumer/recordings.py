@@ -62,6 +62,8 @@ class Recording:
     rootdir: str | None = None  # pytest's rootdir, relative to the git top level: where its node id is spelled from
     # The file names of the images (executable, shared libraries) its processes had loaded; None: not recorded.
     libraries: frozenset[str] | None = None
+    # Kernels a JIT named after a Python function it launched (Triton): kernel -> "file:qualname" of each.
+    jit_kernels: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,8 @@ def merge(recordings: list[Recording]) -> list[Recording]:
             frozenset().union(*(p.python_copies for p in parts)),
             parts[0].rootdir if len({p.rootdir for p in parts}) == 1 else None,
             None if any(p.libraries is None for p in parts) else frozenset().union(*(p.libraries or () for p in parts)),
+            {k: frozenset().union(*(p.jit_kernels.get(k, ()) for p in parts))
+             for k in sorted({k for p in parts for k in p.jit_kernels})},
         ))
     return sorted(merged, key=lambda r: r.test)
 
@@ -326,8 +330,18 @@ def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
             raise RecordingError(f"{where}: \"rootdir\" must be a folder name")
         found.append(Recording(record["test"], kernels, complete, commit, where,
                                "" if complete else why, python, python_why, copies, rootdir,
-                               _libraries(record, where, loaded)))
+                               _libraries(record, where, loaded), _jit_kernels(record, where)))
     return found
+
+
+def _jit_kernels(record: dict[str, Any], where: str) -> dict[str, frozenset[str]]:
+    """A record's ``"jit_kernels"``: kernel -> the ``file:qualname`` of each JIT'd function it is named after."""
+    listed = record.get("jit_kernels", {})
+    if not isinstance(listed, dict) or not all(
+            isinstance(k, str) and _is_name(k) and isinstance(f, list) and f and
+            all(isinstance(x, str) and _clean(x) and ":" in x for x in f) for k, f in listed.items()):
+        raise RecordingError(f"{where}: \"jit_kernels\" must map kernel names to lists of \"file:function\"")
+    return {k: frozenset(f) for k, f in listed.items()}
 
 
 def _libraries(record: dict[str, Any], where: str, seen: dict[tuple[str, ...], frozenset[str]]) -> frozenset[str] | None:

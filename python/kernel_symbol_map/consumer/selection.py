@@ -38,6 +38,7 @@ from ..mapformat import is_full_sha, plainjson
 from . import emitted
 from .kernelmap import KernelMap, Link, Reach
 from .hostscope import LIBRARIES, HostScope
+from .jitkernels import JitKernels, attribute
 from .perfile import PerFile, Verdict
 from .pythonfiles import PythonTree
 from .recordings import Recording, Unreadable
@@ -92,6 +93,7 @@ class Selection:
     mode_why: str = ""  # why output mode was asked for and not used
     emitted: emitted.Emitted | None = None
     verdicts: dict[str, Verdict] = field(default_factory=dict)  # changed file -> how it was decided
+    notes: list[str] = field(default_factory=list)  # what the user should know of how their options were taken
 
     @property
     def to_run(self) -> list[str]:
@@ -140,6 +142,7 @@ class Selection:
             "changed": self.changed,
             "mode": self.mode,
             "mode_why": self.mode_why,
+            "notes": self.notes,
             **({"emitted": {"kernels": self.emitted.kernels, "compared": self.emitted.compared,
                             "hosts": [{"object": h.object, "target": h.target, "source": h.source, "how": h.how}
                                       for h in self.emitted.hosts]}} if self.emitted else {}),
@@ -158,6 +161,7 @@ class Options:
     source_root: Path | None = None  # the checkout: changed Python files are read (and git asked) there
     host_scope: str = LIBRARIES  # output mode: a host change reaches the tests that loaded it (or, "kernels",
     # the tests that launched its object's kernels)
+    jit_decorators: tuple[str, ...] = ()  # "module:name" of the project's source-text JITs (jit-decorators)
 
 
 def select(
@@ -209,15 +213,31 @@ def _select(maps: KernelMap | Sequence[KernelMap] | None, recordings: list[Recor
         return fallback(*problem)
     if not changed and not options.allow_empty:
         return fallback(NO_CHANGES, "the change set is empty; an empty diff is never evidence (--allow-empty)")
+    tree = PythonTree(options.source_root, evidence[0].commit) if options.source_root is not None else None
+    jit = attribute(recordings, frozenset().union(*(m.symbols for m in evidence)), tree, changed,
+                    options.jit_decorators)
+    notes = _external_jit(jit, options.external_kernels)
     if base is None:
-        return _by_sources(kmaps, tests, recordings, changed, options, unreadable, fallback)
+        found = _by_sources(kmaps, tests, jit, changed, options, unreadable, fallback, tree)
+        return dataclasses.replace(found, notes=notes)
     why = emitted.unusable(evidence, kmaps)
     if why is not None and why[0] == emitted.TOOLCHAIN:
         return fallback(TOOLCHAIN_CHANGED, why[1])
     if why is not None:  # compare sources, with the base's maps
-        found = _by_sources(evidence, tests, recordings, changed, options, unreadable, fallback)
-        return dataclasses.replace(found, mode="source", mode_why=f"output mode cannot be used: {why[1]}")
-    return _by_output(evidence, kmaps, tests, recordings, changed, options, unreadable, fallback)
+        found = _by_sources(evidence, tests, jit, changed, options, unreadable, fallback, tree)
+        return dataclasses.replace(found, mode="source", mode_why=f"output mode cannot be used: {why[1]}", notes=notes)
+    found = _by_output(evidence, kmaps, tests, jit, changed, options, unreadable, fallback, tree)
+    return dataclasses.replace(found, notes=notes)
+
+
+def _external_jit(jit: JitKernels, patterns: Sequence[str]) -> list[str]:
+    """A note for each kernel ``--external-kernels`` matches that is a JIT'd function's: it is decided by the
+    function's Python code instead, never skipped as external."""
+    external = external_patterns(patterns)
+    named = {k: owner for r in jit.recordings for k in r.kernels if (owner := jit.owner(r, k)) is not None}
+    return [f"--external-kernels matches {k}, a kernel named after the JIT'd function {owner}: it is decided by "
+            "that function's Python code, not as external" for k, owner in sorted(named.items())
+            if any(p.fullmatch(k) for p in external)]
 
 
 def _without_evidence(kmaps: Sequence[KernelMap], recordings: Sequence[Recording], *, tracked: bool,
@@ -256,15 +276,18 @@ def _without_evidence(kmaps: Sequence[KernelMap], recordings: Sequence[Recording
 Fallback = Callable[[str, str, "list[Reach] | None"], Selection]
 
 
-def _by_sources(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Recording], changed: Sequence[str],
-                options: Options, unreadable: Sequence[Unreadable], fallback: Fallback) -> Selection:
+def _by_sources(kmaps: Sequence[KernelMap], tests: list[str], jit: JitKernels, changed: Sequence[str],
+                options: Options, unreadable: Sequence[Unreadable], fallback: Fallback,
+                tree: PythonTree | None) -> Selection:
     """Source mode: each changed file reaches the kernels of every object compiled from it."""
+    recordings = jit.recordings
     files = [_combine(path, _with_generated(kmaps, path, reaches)) for path, *reaches in
              zip(changed, *(m.reach(*changed, canonical=options.canonical) for m in kmaps), strict=True)]
     launched = _tests_launching(recordings, [r.symbols for r in files if r.clearable])
     verdicts = {r.path: Verdict(r.path, "map", r.explain(), tests)
                 for r, tests in zip([r for r in files if r.clearable], launched, strict=True)}
-    undecided = _decide_others([r for r in files if not r.clearable], verdicts, tests, recordings, options, kmaps)
+    undecided = _decide_others([r for r in files if not r.clearable], verdicts, tests, recordings, options, kmaps,
+                               tree)
     if undecided:
         return _with_verdicts(fallback(*_everything_for(undecided), files), verdicts)
     reached: dict[str, str] = {}
@@ -273,7 +296,7 @@ def _by_sources(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[R
             reached.setdefault(k, f"reached from {r.path}")
     targets = {lk.target for r in files if r.clearable for lk in r.links}
     widened = _whole_targets(kmaps, targets) - reached.keys() if options.whole_target else frozenset()
-    decisions = _decisions(kmaps, tests, recordings, unreadable, options, reached, widened, _named(verdicts),
+    decisions = _decisions(kmaps, tests, jit, unreadable, options, reached, widened, _named(verdicts),
                            _rules_only(verdicts))
     return Selection(decisions, files=files, changed=list(changed), verdicts=verdicts)
 
@@ -297,7 +320,8 @@ def _tests_launching(recordings: Sequence[Recording], reaches: Sequence[frozense
 
 
 def _decide_others(blocking: list[Reach], verdicts: dict[str, Verdict], tests: list[str],
-                   recordings: list[Recording], options: Options, kmaps: Sequence[KernelMap]) -> list[Verdict]:
+                   recordings: list[Recording], options: Options, kmaps: Sequence[KernelMap],
+                   tree: PythonTree | None) -> list[Verdict]:
     """Decide the files the map did not clear on their own (into ``verdicts``); those that run everything."""
     if not blocking:
         return []
@@ -305,7 +329,6 @@ def _decide_others(blocking: list[Reach], verdicts: dict[str, Verdict], tests: l
         verdicts.update({r.path: Verdict(r.path, "everything", r.explain(), code=_FILE_CODES[r.status])
                          for r in blocking})
         return [verdicts[r.path] for r in blocking]
-    tree = PythonTree(options.source_root, kmaps[0].commit) if options.source_root is not None else None
     configure_inputs = [c for m in kmaps for c in m.document.get("configure_inputs", ())]
     deciders = PerFile(recordings, tests, options.rules, tree, options.canonical, configure_inputs)
     for r in blocking:
@@ -338,11 +361,12 @@ def _named(verdicts: dict[str, Verdict]) -> dict[str, tuple[str, str]]:
     return found
 
 
-def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[str], recordings: list[Recording],
+def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[str], jit: JitKernels,
                changed: Sequence[str], options: Options, unreadable: Sequence[Unreadable],
-               fallback: Fallback) -> Selection:
+               fallback: Fallback, tree: PythonTree | None) -> Selection:
     """Output mode: a file no object compiles (a CMakeLists, a Python file, one no map knows) is decided on its
     own, as in source mode; the rest is what the two builds emitted."""
+    recordings = jit.recordings
     before = [_combine(p, rs) for p, *rs in zip(changed, *(m.reach(*changed, canonical=options.canonical)
                                                           for m in base), strict=True)]
     after = [_combine(p, rs) for p, *rs in zip(changed, *(m.reach(*changed, canonical=options.canonical)
@@ -351,7 +375,7 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     blocking = [r for b, a in zip(before, after, strict=True) if (r := _not_emitted(b, a)) is not None]
     verdicts = {f.path: Verdict(f.path, "emitted", "decided by what the two builds emitted")
                 for f in files if f.path not in {r.path for r in blocking}}
-    undecided = _decide_others(blocking, verdicts, tests, recordings, options, base)
+    undecided = _decide_others(blocking, verdicts, tests, recordings, options, base, tree)
     if undecided:
         return _with_verdicts(_in_output_mode(fallback(*_everything_for(undecided), files), None), verdicts)
     found = emitted.compare(base, new)
@@ -376,7 +400,7 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     widened = frozenset()
     if options.whole_target:
         widened = _whole_targets([*base, *new], {h.target for h in found.hosts}) - reached.keys()
-    decisions = _decisions(base, tests, recordings, unreadable, options, reached, widened, named,
+    decisions = _decisions(base, tests, jit, unreadable, options, reached, widened, named,
                            _rules_only(verdicts))
     return _in_output_mode(Selection(decisions, files=files, changed=list(changed), verdicts=verdicts), found)
 
@@ -393,12 +417,14 @@ def _in_output_mode(selection: Selection, found: emitted.Emitted | None) -> Sele
     return dataclasses.replace(selection, mode="output", emitted=found)
 
 
-def _decisions(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Recording],
+def _decisions(kmaps: Sequence[KernelMap], tests: list[str], jit: JitKernels,
                unreadable: Sequence[Unreadable], options: Options, reached: dict[str, str],
                widened: frozenset[str], named: dict[str, tuple[str, str]], rules_only: bool = False) -> list[Decision]:
     """Each test's decision: it runs if it launched a reached kernel (``reached``: kernel -> how), a changed file
     decided on its own names it (``named``: test -> (reason, why)), or its recording cannot show it did not
-    need to; else it is skipped."""
+    need to; else it is skipped. A kernel no map knows that a JIT named after a function of the project
+    (``jit``) is that function's, decided with the Python files: neither unknown nor external."""
+    recordings = jit.recordings
     commit = kmaps[0].commit
     known = frozenset().union(*(m.symbols for m in kmaps))
     external = external_patterns(options.external_kernels)
@@ -435,7 +461,8 @@ def _decisions(kmaps: Sequence[KernelMap], tests: list[str], recordings: list[Re
             decisions.append(Decision(test, True, COMMIT_MISMATCH,
                                       f"recorded at {rec.commit or '(unknown)'}, the map is of {commit}"))
         elif unknown_anywhere and (unknown := sorted(k for k in unknown_anywhere.intersection(rec.kernels)
-                                                     if not any(p.fullmatch(k) for p in external))):
+                                                     if jit.owner(rec, k) is None
+                                                     and not any(p.fullmatch(k) for p in external))):
             decisions.append(Decision(test, True, UNKNOWN_KERNEL, f"it launched {len(unknown)} kernels no map "
                                       f"knows, e.g. {unknown[0]}{unmapped}", tuple(unknown)))
         elif widened and (hit := sorted(rec.kernels & widened)):

@@ -13,11 +13,13 @@ compiled in) as run by the scope that ran it:
 * numba: a call of a ``@njit``/``@jit`` dispatcher notes its function and
   every dispatcher its code names (what numba compiles into it);
 * Triton: a launch of a ``JITFunction`` (through an autotuner or heuristics
-  too) notes its function and every ``JITFunction`` its code names;
+  too) notes its function and every ``JITFunction`` its code names, and the
+  function as the one the launched kernel is named after (``launched``);
 * any decorator that compiles a function from its source text
   (``jit-decorators`` in ``[tool.kernel-symbol-map]``, or the
   ``KERNEL_SYMBOL_MAP_JIT_DECORATORS`` variable: ``module:name`` entries): a
-  call, launch (``f[grid]``) or ``run`` of what it returned notes the function.
+  call, launch (``f[grid]``) or ``run`` of what it returned notes the function,
+  and names it as Triton's launches do.
 
 Each is watched from the moment its module is imported (an import hook), so a
 JIT first imported inside a test is watched before it compiles anything. What
@@ -39,13 +41,16 @@ DECORATORS_VARIABLE = "KERNEL_SYMBOL_MAP_JIT_DECORATORS"  # "module:name,module:
 
 Note = Callable[[types.CodeType], None]  # this code ran, in the current scope
 Compiled = Callable[[types.CodeType, Sequence[types.CodeType]], None]  # Dynamo compiled a frame of this code
+Launched = Callable[[types.FunctionType], None]  # a kernel named after this function ran, in the current scope
 
 
 class JitWatch:
     """This process's watch over the JITs it imports: what they run is passed to ``note`` and ``compiled``."""
 
-    def __init__(self, note: Note, compiled: Compiled, decorators: Sequence[str] = ()) -> None:
+    def __init__(self, note: Note, compiled: Compiled, decorators: Sequence[str] = (),
+                 launched: Launched | None = None) -> None:
         self.note, self.compiled = note, compiled
+        self.launched: Launched = launched or (lambda _function: None)
         self.problem = ""
         self.names: dict[str, list[str]] = {}  # module -> its source-text JIT decorators
         for entry in decorators:
@@ -99,28 +104,32 @@ class JitWatch:
         dispatcher = module.Dispatcher
         # a dispatcher passed in is compiled in too
         self._noting(dispatcher, "__call__", lambda v: _numba_function(v) if isinstance(v, dispatcher) else None,
-                     passed=True)
+                     passed=True, kernel=False)
 
     def _numba_ufuncs(self, module: types.ModuleType) -> None:
-        self._noting(module.DUFunc, "__call__", _numba_function, passed=False)
+        self._noting(module.DUFunc, "__call__", _numba_function, passed=False, kernel=False)
 
     def _triton(self, module: types.ModuleType) -> None:
         jit_function = module.JITFunction
-        # a JITFunction passed as a constexpr is compiled in too
-        self._noting(jit_function, "run", lambda v: v.fn if isinstance(v, jit_function) else None, passed=True)
+        # a JITFunction passed as a constexpr is compiled in too; the kernel is named after the function it runs
+        self._noting(jit_function, "run", lambda v: v.fn if isinstance(v, jit_function) else None, passed=True,
+                     kernel=True)
 
-    def _noting(self, cls: type, name: str, function_of: Callable[[Any], Any], passed: bool) -> None:
+    def _noting(self, cls: type, name: str, function_of: Callable[[Any], Any], passed: bool, kernel: bool) -> None:
         """``cls.name`` notes, each time it runs, the code of the function ``function_of`` finds for the object it
-        runs on (and, when ``passed``, for each argument), and of what is compiled into that (:func:`reached`)."""
+        runs on (and, when ``passed``, for each argument), and of what is compiled into that (:func:`reached`);
+        with ``kernel``, the object's function as the one a launched kernel is named after."""
         original = getattr(cls, name)
         codes = _Reach(function_of)
-        note = self.note
+        note, launched = self.note, self.launched
 
         def noting(this: Any, *args: Any, **kwargs: Any) -> Any:
             for value in (this, *args, *kwargs.values()) if passed else (this,):
                 if function_of(value) is not None:
                     for code in codes(value):
                         note(code)
+            if kernel:
+                launched(function_of(this))
             return original(this, *args, **kwargs)
 
         setattr(cls, name, noting)
@@ -131,9 +140,18 @@ class JitWatch:
             if original is None:
                 self.problem = self.problem or f"jit-decorators names {module.__name__}:{name}, which is not there"
             elif isinstance(original, type):
-                _watch_class(original, self.note)
+                _watch_class(original, self._source_ran)
             elif not getattr(original, "_kernel_symbol_map_noting", False):
-                setattr(module, name, _noting_decorator(original, self.note))
+                setattr(module, name, _noting_decorator(original, self._source_ran))
+
+    def _source_ran(self, value: Any) -> None:
+        """What a source-text JIT made for a function ran (called, launched or run): its code and what it names
+        ran, and a kernel it launched is named after the function, as Triton names its kernels."""
+        for code in _SOURCE_REACH(value):
+            self.note(code)
+        function = _source_function(value)
+        if function is not None:
+            self.launched(function)
 
 
 def _numba_function(value: Any) -> Any:
@@ -155,16 +173,19 @@ def _source_function(value: Any) -> Any:
     return watched[1] if watched is not None and watched[0] is value else None
 
 
-def _noting_decorator(decorator: Callable[..., Any], note: Note) -> Callable[..., Any]:
+Ran = Callable[[Any], None]  # what a source-text JIT made ran: JitWatch._source_ran
+
+
+def _noting_decorator(decorator: Callable[..., Any], ran: Ran) -> Callable[..., Any]:
     """``decorator``, whose result notes the function it compiled when it is called, launched (``f[grid]``) or
     run: ``@jit``, ``jit(f, options)`` and ``@jit(options)`` alike."""
 
     def decorate(*args: Any, **kwargs: Any) -> Any:
         made = decorator(*args, **kwargs)
         if args and isinstance(args[0], types.FunctionType):
-            return _Noting(made, args[0], note)
+            return _Noting(made, args[0], ran)
         if callable(made) and not args:  # a decorator factory's decorator: wrap it the same way
-            return _noting_decorator(made, note)
+            return _noting_decorator(made, ran)
         return made
 
     decorate._kernel_symbol_map_noting = True  # type: ignore[attr-defined]
@@ -176,13 +197,11 @@ class _Noting:
     """What a source-text JIT returned, noting its function's code (and that of the JIT'd functions it names,
     compiled in from their text) whenever it runs it; the rest is the original's."""
 
-    def __init__(self, compiled: Any, function: types.FunctionType, note: Note) -> None:
-        object.__setattr__(self, "_ksm", (compiled, note, function))
+    def __init__(self, compiled: Any, function: types.FunctionType, ran: Ran) -> None:
+        object.__setattr__(self, "_ksm", (compiled, ran, function))
 
     def _ran(self) -> None:
-        note = object.__getattribute__(self, "_ksm")[1]
-        for code in _SOURCE_REACH(self):
-            note(code)
+        object.__getattribute__(self, "_ksm")[1](self)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         _Noting._ran(self)
@@ -198,9 +217,9 @@ class _Noting:
         return launch
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
-        compiled, note, function = object.__getattribute__(self, "_ksm")
+        compiled, ran, function = object.__getattribute__(self, "_ksm")
         bind = getattr(compiled, "__get__", None)
-        return self if bind is None or instance is None else _Noting(bind(instance, owner), function, note)
+        return self if bind is None or instance is None else _Noting(bind(instance, owner), function, ran)
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(object.__getattribute__(self, "_ksm")[0], name)
@@ -222,7 +241,7 @@ class _Noting:
 _WATCHED: dict[int, tuple[Any, types.FunctionType]] = {}
 
 
-def _watch_class(cls: type, note: Note) -> None:
+def _watch_class(cls: type, ran: Ran) -> None:
     if cls.__dict__.get("_kernel_symbol_map_noting", False):
         return
     init = cls.__init__
@@ -231,10 +250,6 @@ def _watch_class(cls: type, note: Note) -> None:
         init(self, *args, **kwargs)
         if args and isinstance(args[0], types.FunctionType):
             _WATCHED[id(self)] = (self, args[0])
-
-    def ran(self: Any) -> None:
-        for code in _SOURCE_REACH(self):
-            note(code)
 
     cls.__init__ = noting_init  # type: ignore[misc]
     for method in ("__call__", "__getitem__", "run"):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ class PythonPart:
     problem: str
     copies: tuple[str, ...]
     scheme: int
+    jit_kernels: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)  # scope -> kernel -> functions
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,9 @@ def _python_part(data: dict[str, Any]) -> PythonPart:
         return PythonPart(None, str(data.get("python_problem") or "Python code was not measured"), (), 0)
     return PythonPart({str(scope): {str(f): tuple(map(str, d)) for f, d in files.items()}
                        for scope, files in scopes.items()},
-                      "", tuple(map(str, data.get("python_copies", ()))), int(data["pyblocks"]))
+                      "", tuple(map(str, data.get("python_copies", ()))), int(data["pyblocks"]),
+                      {str(scope): {str(k): tuple(map(str, f)) for k, f in kernels.items()}
+                       for scope, kernels in data.get("jit_kernels", {}).items()})
 
 
 def _program(started: Path) -> str:
@@ -298,6 +301,7 @@ def _python_records(parts: list[Part], tests: list[str], known: dict[str, Any]) 
     Python evidence at all, and says why.
     """
     files: dict[str, dict[str, set[str]]] = {t: {} for t in tests}
+    jit: dict[str, dict[str, set[str]]] = {t: {} for t in tests}  # test -> kernel -> the JIT'd functions
     unknown: dict[str, str] = {}
     copies: dict[str, set[str]] = {t: set() for t in tests}
     schemes = set()
@@ -317,6 +321,10 @@ def _python_records(parts: list[Part], tests: list[str], known: dict[str, Any]) 
                 mine = files[t]
                 for rel, digests in ran.items():
                     mine.setdefault(rel, set()).update(digests)
+        for scope, kernels in part.python.jit_kernels.items():
+            for t in set(_targets(scope, tests, known)) | lived:
+                for kernel, functions in kernels.items():
+                    jit[t].setdefault(kernel, set()).update(functions)
     scheme = next(iter(schemes)) if len(schemes) == 1 else pyblocks.SCHEME
     found = []
     for t in tests:
@@ -327,6 +335,8 @@ def _python_records(parts: list[Part], tests: list[str], known: dict[str, Any]) 
                                  "pyblocks": scheme}
         if copies[t]:
             entry["python_copies"] = sorted(copies[t])
+        if jit[t]:
+            entry["jit_kernels"] = {k: sorted(f) for k, f in sorted(jit[t].items())}
         found.append(entry)
     return found
 

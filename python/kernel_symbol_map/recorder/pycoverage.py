@@ -70,6 +70,7 @@ class PythonCoverage:
         self.frames: dict[tuple[str, int], set[types.CodeType]] = defaultdict(set)  # a compiled frame's first line
         self.jit: JitWatch | None = None
         self._noted_codes: set[tuple[str, types.CodeType]] = set()
+        self.kernels: dict[tuple[str, str], set[str]] = defaultdict(set)  # (context, kernel) -> file:qualname
 
     @classmethod
     def start(cls, root: Path | None = None) -> PythonCoverage:
@@ -119,8 +120,16 @@ class PythonCoverage:
             self.problem = "coverage.py's core cannot switch contexts per test (COVERAGE_CORE=sysmon?)"
             return
         self._watch()
-        self.jit = JitWatch(self.note, self.compiled, [*decorators_from_environment(), *_decorators(self.root)])
+        self.jit = JitWatch(self.note, self.compiled, [*decorators_from_environment(), *_decorators(self.root)],
+                            self.launched)
         self.jit.start()
+
+    def launched(self, function: types.FunctionType) -> None:
+        """A JIT launched a kernel named after ``function`` (as Triton names them) in the current scope."""
+        if self.cov is not None:
+            code = function.__code__
+            self.kernels[(self.context, function.__name__)].add(
+                f"{os.path.realpath(code.co_filename)}:{function.__qualname__}")
 
     def note(self, code: types.CodeType, context: str | None = None) -> None:
         """A JIT ran ``code`` in the current scope (or ``context``): its lines count as executed there."""
@@ -253,7 +262,19 @@ class PythonCoverage:
                 found[default_scope][rel].update(_blocks(Path(path)).digests)
         return {"python": {scope: {rel: sorted(d) for rel, d in sorted(files.items())}
                            for scope, files in sorted(found.items())},
-                "python_copies": _copies(root, tracked), "pyblocks": pyblocks.SCHEME}
+                "python_copies": _copies(root, tracked), "pyblocks": pyblocks.SCHEME,
+                "jit_kernels": self._jit_kernels(root, default_scope)}
+
+    def _jit_kernels(self, root: Path, default_scope: str) -> dict[str, dict[str, list[str]]]:
+        """scope -> kernel -> the JIT'd functions (``file:qualname``, ``file`` relative to the root, or absolute
+        outside it) it is named after."""
+        found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for (context, kernel), functions in self.kernels.items():
+            for function in functions:
+                path, _, qualname = function.rpartition(":")
+                rel = _relative(path, root)
+                found[self._scope(context, path, default_scope)][kernel].add(f"{rel or path}:{qualname}")
+        return {scope: {k: sorted(f) for k, f in sorted(kernels.items())} for scope, kernels in sorted(found.items())}
 
     def _lines(self, data: Any, measured: Iterable[str]) -> tuple[dict[str, dict[str, set[int]]],
                                                                     dict[str, dict[str, set[int]]]]:

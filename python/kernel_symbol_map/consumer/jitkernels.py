@@ -1,0 +1,151 @@
+"""Kernels a JIT names after a Python function: the function's, decided by its Python code.
+
+Triton names a kernel after its ``@triton.jit`` function (``add_kernel``;
+older Tritons add a signature suffix, ``add_kernel_0d1d2de``; an autotuner's
+variants share the name). No map knows such a kernel: no compiled object
+holds it. Left at that, a test that launched one would always run (an
+unknown kernel), or, listed in ``--external-kernels``, never, even when the
+function changed. So a kernel named after a JIT'd function of the project is
+that function's: its test runs when the function, or a JIT'd function it
+names (compiled into it), changes. The function is known:
+
+* from the recording: the pytest plugin saw which function a JIT launched
+  (``jit_kernels``), and recorded its code, and what it compiled in, as run
+  by the test;
+* by name, at select time: every function of the checkout that a JIT
+  decorator (``jit``, ``autotune``, ``heuristics``, or a ``jit-decorators``
+  entry's name) decorates and whose name the kernel is, with the JIT'd
+  functions it names, transitively, every candidate where several are. Their
+  blocks, as the recordings' commit had them, join the test's Python
+  coverage.
+
+Either way the test's Python coverage decides; a test whose recording has
+none runs on any change to a Python file. A kernel attributed so is never
+external: ``--external-kernels`` does not apply to it, and the selection
+says so.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import regex
+
+from ..mapformat import pyblocks
+from .pythonfiles import PythonTree
+from .recordings import Recording
+
+JIT_DECORATORS = frozenset({"jit", "autotune", "heuristics"})  # triton.jit and its wrappers, by their last name
+# A Python function's name, then older Triton's signature suffix: per argument its index and what it was
+# specialised on (d: divisible by 16, c: constant, e: by 8, i: int).
+_KERNEL = regex.compile(r"(?P<name>[A-Za-z_]\w*?)(?P<suffix>(?:_(?:\d+[cdei]*)+)?)")
+
+
+@dataclass(frozen=True)
+class JitFunction:
+    file: str  # relative to the git top level
+    function: str  # its name, which the kernel has
+    name: str  # its block's name (the enclosing block's when it has none of its own)
+    digest: str  # its block's digest at the recordings' commit (the enclosing one's when it has none)
+    names: frozenset[str]  # the names its body uses: the JIT'd functions among them are compiled into it
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.function}"
+
+
+@dataclass
+class JitKernels:
+    """The kernels of the recordings that no map knows and a JIT named after a function of the project."""
+
+    recordings: list[Recording]  # with the by-name functions' blocks joined to their Python coverage
+    by_name: dict[str, list[JitFunction]] = field(default_factory=dict)  # kernel -> its candidates (and callees)
+
+    def owner(self, recording: Recording, kernel: str) -> str | None:
+        """The function(s) ``kernel`` is attributed to, for this recording, as people read them; None: not a JIT's."""
+        recorded = sorted(f for f in recording.jit_kernels.get(kernel, ()) if not f.startswith("/"))
+        if recorded:
+            return ", ".join(recorded)
+        found = self.by_name.get(kernel)
+        return ", ".join(map(str, found)) if found else None
+
+
+def attribute(recordings: list[Recording], known: frozenset[str], tree: PythonTree | None, changed: Sequence[str],
+              decorators: Sequence[str] = ()) -> JitKernels:
+    """The recordings' kernels no map (``known``) holds, attributed to the JIT'd functions they are named after;
+    ``changed`` are the change's files (their text at the recordings' commit is what the kernels came from)."""
+    # A C++ kernel's mangled name (_Z...) is no Python function's: only the others are looked for.
+    unknown = {k for k in frozenset().union(*(r.kernels for r in recordings)) - known if not k.startswith("_Z")}
+    if not unknown or tree is None or tree.top is None:
+        return JitKernels(recordings)
+    index = _Index(tree, changed, JIT_DECORATORS | {d.rpartition(":")[2] for d in decorators})
+    by_name = {k: found for k in sorted(unknown) if (found := index.reach(k))}
+    if not by_name:
+        return JitKernels(recordings)
+    joined = []
+    for r in recordings:
+        hits = [f for k in r.kernels & by_name.keys() for f in by_name[k]]
+        if hits and r.python is not None:
+            python = dict(r.python)
+            for f in hits:
+                python[f.file] = python.get(f.file, frozenset()) | {f.digest}
+            r = dataclasses.replace(r, python=python)
+        joined.append(r)
+    return JitKernels(joined, by_name)
+
+
+class _Index:
+    """The checkout's JIT'd functions by name, as the recordings' commit had them: a file the change touched is
+    read from git at that commit, the others from the checkout (they are the same there)."""
+
+    def __init__(self, tree: PythonTree, changed: Sequence[str], decorators: frozenset[str]) -> None:
+        self.decorators = decorators
+        self.functions: dict[str, list[JitFunction]] = {}
+        touched = {rel for path in changed if path.endswith(".py") and (rel := tree.key(path)) is not None}
+        words = regex.compile(r"\b(?:" + "|".join(map(regex.escape, sorted(decorators))) + r")\b")
+        for rel in sorted(set(tree.files) | touched):
+            source = (tree.base_source(rel) if rel in touched else tree.read(rel)) or b""
+            if words.search(source.decode("utf-8", "replace")):
+                for f in self._functions(rel, source):
+                    self.functions.setdefault(f.function, []).append(f)
+
+    def _functions(self, rel: str, source: bytes) -> Iterable[JitFunction]:
+        try:
+            module = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+        blocks = pyblocks.split(source)
+        for node in ast.walk(module):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                    _last_name(d) in self.decorators for d in node.decorator_list):
+                line = node.body[-1].lineno
+                block = blocks.lines[line] if 0 < line < len(blocks.lines) else 0
+                used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
+                    {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+                yield JitFunction(rel, node.name, blocks.names[block], blocks.digests[block], frozenset(used))
+
+    def reach(self, kernel: str) -> list[JitFunction]:
+        """The functions ``kernel`` may be named after, and the JIT'd functions they name, transitively."""
+        m = _KERNEL.fullmatch(kernel)
+        if m is None:
+            return []
+        todo = list(self.functions.get(kernel, ())) + list(self.functions.get(m["name"], ()) if m["suffix"] else ())
+        found: dict[tuple[str, str, str], JitFunction] = {}
+        while todo:
+            f = todo.pop()
+            key = (f.file, f.function, f.digest)
+            if key not in found:
+                found[key] = f
+                todo += [g for name in f.names for g in self.functions.get(name, ())]
+        return sorted(found.values(), key=str)
+
+
+def _last_name(decorator: ast.expr) -> str:
+    """``triton.jit``, ``triton.autotune(configs=...)``, ``jit``: the name the decorator is called by, last part."""
+    if isinstance(decorator, ast.Call):
+        decorator = decorator.func
+    if isinstance(decorator, ast.Attribute):
+        return decorator.attr
+    return decorator.id if isinstance(decorator, ast.Name) else ""

@@ -260,7 +260,7 @@ def git(repo: Path, *args: str) -> str:
                           check=True).stdout.strip()
 
 
-def run_suite(repo: Path, out: Path, *extra: str, pythonpath: Path | None = None) -> Path:
+def run_suite(repo: Path, out: Path, *extra: str, pythonpath: Path | None = None, check: bool = True) -> Path:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_SYMBOL_MAP")}
     cupti = out.parent / "fake-cupti"
     if not cupti.exists():
@@ -274,7 +274,7 @@ def run_suite(repo: Path, out: Path, *extra: str, pythonpath: Path | None = None
     env["PYTHONPATH"] = os.pathsep.join([str(cupti), str(pythonpath or repo)])
     proc = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kernel-record",
                            str(out), *extra], cwd=repo, env=env, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0 or not check, proc.stdout + proc.stderr
     return out
 
 

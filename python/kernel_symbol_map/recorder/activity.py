@@ -33,21 +33,50 @@ def kind_name_of_int(kind: int) -> str:
 
 
 class Activity:
-    """Kernel activity for this process, delivered to ``take``."""
+    """Kernel activity for this process, delivered to ``take``.
 
-    def __init__(self, take: Callable[[Iterable[Any]], None]) -> None:
+    CUPTI delivers activity records to one registrant per process. A client
+    that registers after the recorder, through cupti-python (a profiler, a
+    test's own tool), takes them: its registration is passed to ``taken``
+    first (:mod:`.profilers`), and :meth:`reclaim` registers the recorder
+    again.
+    """
+
+    def __init__(self, take: Callable[[Iterable[Any]], None], taken: Callable[[str], None] | None = None) -> None:
         self.take = take
+        self.taken = taken or (lambda _why: None)
         self.cupti: Any = None
+        self._register: Callable[..., Any] | None = None  # cupti-python's own, unwatched
 
     def start(self) -> None:
         cupti = _cupti()
+        # A forked child's module holds its parent's watch: register through cupti-python's own function.
+        register = getattr(cupti.activity_register_callbacks, "_kernel_symbol_map_original",
+                           cupti.activity_register_callbacks)
+        self._registered(cupti, register)
+        self.cupti, self._register = cupti, register
+        taken = self.taken
+
+        def registering(*args: Any, **kwargs: Any) -> Any:
+            taken("another CUPTI client registered its activity callbacks (cupti-python's "
+                  "activity_register_callbacks): this process's kernel records went to it")
+            return register(*args, **kwargs)
+
+        registering._kernel_symbol_map_original = register  # type: ignore[attr-defined]
+        cupti.activity_register_callbacks = registering
+
+    def _registered(self, cupti: Any, register: Callable[..., Any]) -> None:
         try:
-            cupti.activity_register_callbacks(lambda: (BUFFER_BYTES, 0), self.take)
+            register(lambda: (BUFFER_BYTES, 0), self.take)
             cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
             cupti.activity_enable(cupti.ActivityKind.EXTERNAL_CORRELATION)
         except cupti.cuptiError as e:
             raise RuntimeError(str(e)) from None
-        self.cupti = cupti
+
+    def reclaim(self) -> None:
+        """Register again, after another client took CUPTI's records (and may have disabled the kinds)."""
+        assert self._register is not None
+        self._registered(self.cupti, self._register)
 
     def push(self, external_id: int) -> bool:
         self.cupti.activity_push_external_correlation_id(self.cupti.ExternalCorrelationKind.CUSTOM0, external_id)

@@ -29,13 +29,13 @@ holds no Python evidence, and ``select`` runs what it cannot clear.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import os
 import sys
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
+
+from . import imports
 
 DECORATORS_VARIABLE = "KERNEL_SYMBOL_MAP_JIT_DECORATORS"  # "module:name,module:name": source-text JITs
 
@@ -66,21 +66,11 @@ class JitWatch:
             "numba.np.ufunc.dufunc": self._numba_ufuncs,
             "triton.runtime.jit": self._triton,
         }
-        self.finder = _AfterImport(self.hooks, self._failed)
+        self.finder: imports.AfterImport | None = None
 
     def start(self) -> None:
         """Watch modules imported from now on, and those already imported."""
-        sys.meta_path.insert(0, self.finder)
-        for name, hook in self.hooks.items():
-            module = sys.modules.get(name)
-            if module is not None:
-                self._run(hook, module)
-
-    def _run(self, hook: Callable[[types.ModuleType], None], module: types.ModuleType) -> None:
-        try:
-            hook(module)
-        except Exception as e:  # noqa: BLE001 - a JIT we cannot watch leaves no evidence, and says so
-            self._failed(module.__name__, e)
+        self.finder = imports.watch(self.hooks, self._failed)
 
     def _failed(self, module: str, error: BaseException) -> None:
         self.problem = self.problem or f"{module} could not be watched ({type(error).__name__}: {error}): code it " \
@@ -339,55 +329,6 @@ def _traced_code(frame: types.FrameType | None) -> list[types.CodeType] | None:
             return [c for c in traced if isinstance(c, types.CodeType)]
         frame = frame.f_back
     return None
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs a hook on a watched module right after it is executed, before its importer sees it."""
-
-    def __init__(self, hooks: dict[str, Callable[[types.ModuleType], None]],
-                 failed: Callable[[str, BaseException], None]) -> None:
-        self.hooks, self.failed = hooks, failed
-        self.finding: set[str] = set()
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        hook = self.hooks.get(name)
-        if hook is None or name in self.finding:
-            return None
-        self.finding.add(name)
-        spec = None
-        try:
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(name, path, target)
-                if spec is not None:
-                    break
-        finally:
-            self.finding.discard(name)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        spec.loader = _HookedLoader(spec.loader, hook, self.failed)
-        return spec
-
-
-class _HookedLoader(importlib.abc.Loader):
-    def __init__(self, loader: Any, hook: Callable[[types.ModuleType], None],
-                 failed: Callable[[str, BaseException], None]) -> None:
-        self.loader, self.hook, self.failed = loader, hook, failed
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        module.__loader__ = self.loader  # as the module would have it: its source, its resources
-        self.loader.exec_module(module)
-        try:
-            self.hook(module)
-        except Exception as e:  # noqa: BLE001 - never the importer's error: the measurement says it instead
-            self.failed(module.__name__, e)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.loader, name)
 
 
 def decorators_from_environment() -> list[str]:

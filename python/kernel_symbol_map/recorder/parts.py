@@ -46,6 +46,7 @@ class Part:
     libraries: dict[str, tuple[str, ...]] | None = None  # scope -> the images it had loaded (see .libraries)
     program: str = ""  # its executable, as its start said, to name it by
     own_launches: bool = False  # its reason is about its own launches only (not a process it failed to follow)
+    lost: dict[str, tuple[str, ...]] = field(default_factory=dict)  # scope -> why its launches went unseen
 
     def name(self) -> str:
         return f"process {self.token} ({self.program})" if self.program else f"process {self.token}"
@@ -98,7 +99,8 @@ def read_parts(folder: Path) -> tuple[list[Part], list[str]]:
                               _python_part(data) if "python" in data else None,
                               None if data.get("libraries") is None else
                               {str(k): tuple(map(str, v)) for k, v in data["libraries"].items()},
-                              _program(folder / f"{data['token']}.started"), data.get("own_launches") is True))
+                              _program(folder / f"{data['token']}.started"), data.get("own_launches") is True,
+                              {str(k): tuple(map(str, v)) for k, v in data.get("lost", {}).items()}))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RecordingError(f"{path}: not a recorder part file ({e})") from None
     return parts, _unwritten(folder)
@@ -272,6 +274,9 @@ def test_records(folder: Path, tests: list[str], commit: str, interrupted: str =
         for scope, names in (part.libraries or {}).items():
             for t in set(_targets(scope, tests, found)) | {t for t in lived if t in loaded}:
                 loaded[t].update(names)
+        for scope, whys in part.lost.items():  # another CUPTI client held its records while the scope ran
+            for t in _targets(scope, tests, found):
+                own[t] += [f"{part.name()}: {why}" for why in whys]
         if not part.complete and _scoped(part):
             # What it failed to record would have gone where its kernels go: its scopes, and the tests it lived in.
             reached = {t for scope in (part.scope, *part.kernels) for t in _targets(scope, tests, found)}

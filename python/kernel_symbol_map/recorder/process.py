@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 
 from .. import _atomic
 from . import libraries, native, spawns, timeline, tree
+from .profilers import ProfilerWatch
 from .pycoverage import ROOT_VARIABLE, PythonCoverage
 from .hook import FOLDER_VARIABLE, SCOPE_VARIABLE, SPAWN_VARIABLE, TESTS_VARIABLE
 
@@ -78,6 +79,9 @@ class ProcessRecorder:
         self.backend = backend
         self.python: PythonCoverage | None = None  # the project's Python code each scope ran (when asked)
         self.finished = False
+        self.lost: dict[str, list[str]] = {}  # scope -> why its launches may have gone to another CUPTI client
+        self._taken = ""  # why another CUPTI client holds this process's records now, until reclaim
+        self.profilers: ProfilerWatch | None = None
 
     # -- life cycle -------------------------------------------------------
 
@@ -130,19 +134,26 @@ class ProcessRecorder:
         if backend is None:
             from .activity import Activity
 
-            backend = Activity(self.take)
+            backend = Activity(self.take, self.taken)
         self.backend = backend
         try:
             backend.start()
         except Exception as e:  # noqa: BLE001 - any CUPTI failure means "not observed", said in the part file
             self.problems.append(f"CUPTI could not start: {e}")
             self.backend = None
+            return
+        self.profilers = ProfilerWatch(self.taken, self.problems.append)
 
-    def finish(self, interrupted: bool = False) -> Path | None:
-        """Flush CUPTI and write this process's part file (once, and only in the process that started it)."""
-        if self.finished or os.getpid() != self.pid:  # a forked child inherits the parent's atexit
-            return None
-        self.finished = True
+    def taken(self, why: str) -> None:
+        """Another CUPTI client took this process's activity records (a profiler started): what is ours so far
+        is delivered to us first, and the current scope's record is incomplete, until :meth:`reclaim`."""
+        if not self._taken:
+            self._flush()
+        self._taken = why
+        self._lose(os.environ.get(SCOPE_VARIABLE) or self.default_scope)
+
+    def _flush(self) -> None:
+        """Have CUPTI deliver every record it holds (to whichever client is registered)."""
         if self.backend is not None:
             try:
                 dropped = self.backend.flush()
@@ -150,8 +161,34 @@ class ProcessRecorder:
                     self.problems.append(f"CUPTI dropped {dropped} activity records")
             except Exception as e:  # noqa: BLE001 - a flush that fails loses records: incomplete
                 self.problems.append(f"CUPTI flush failed: {e}")
+
+    def _lose(self, scope: str) -> None:
+        with self._lock:
+            whys = self.lost.setdefault(scope, [])
+            if self._taken not in whys:
+                whys.append(self._taken)
+
+    def reclaim(self) -> None:
+        """Register with CUPTI again after another client took its records (the plugin: when a test's call
+        ends, and at its end), so that later tests are complete again."""
+        if not self._taken or self.backend is None:
+            return
+        try:
+            self.backend.reclaim()
+        except Exception as e:  # noqa: BLE001 - not taken back: every later launch may be unseen
+            self.problems.append(f"CUPTI could not be taken back from another client: {e}")
+        self._taken = ""
+
+    def finish(self, interrupted: bool = False) -> Path | None:
+        """Flush CUPTI and write this process's part file (once, and only in the process that started it)."""
+        if self.finished or os.getpid() != self.pid:  # a forked child inherits the parent's atexit
+            return None
+        self.finished = True
+        self._flush()
         if interrupted:
             self.problems.append("the process was interrupted")
+        if self._taken:
+            self.problems.append(f"{self._taken}, and the recorder did not register again before the process ended")
         self.settle()
         if self._release:
             tree.release()
@@ -173,6 +210,7 @@ class ProcessRecorder:
                 # in need it. A process it started that went unseen may outlive it.
                 "own_launches": not self.unfollowed,
                 "kernels": {scope: sorted(names) for scope, names in sorted(self.kernels.items())},
+                "lost": self.lost,
             }
             part.update(python)
             if self.libraries is not None:
@@ -282,6 +320,8 @@ class ProcessRecorder:
     def attributing(self, scope: str) -> Iterator[None]:
         """Launches from this thread inside the block belong to ``scope``."""
         ext = self.external_id(scope)
+        if self._taken:  # another client holds CUPTI's records: this scope's launches go to it too
+            self._lose(scope)
         pushed = self.backend is not None and self.backend.push(ext)
         try:
             if self.python is not None:

@@ -231,9 +231,18 @@ class KernelRecorder:
                 yield
         finally:
             if self.log is not None:
+                self.recorder.reclaim()  # CUPTI, from a profiler the test's teardown started: later tests are ours
                 self.recorder.settle()  # the processes the test started and waited for end with it
                 self.recorder.note_libraries(item.nodeid)  # what this process had loaded by the test's end
                 timeline.append(self.log, timeline.END, item.nodeid)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self) -> Generator[None, None, None]:
+        try:
+            yield
+        finally:
+            if self.recorder is not None:
+                self.recorder.reclaim()  # from a profiler the test started: its teardown's launches are ours again
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_teardown(self) -> Generator[None, None, None]:

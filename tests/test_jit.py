@@ -168,6 +168,8 @@ FILES = {
     "pkg/kernels.py": KERNELS,
     "pkg/pure.py": "def sq(x):\n    return x * x\n",  # its first statement is a function's: no import runs it
     "pkg/ops.py": "from pkg.jitlib import jit\n\n\n@jit\ndef combine(x, y):\n    return x + y\n",
+    "pkg/csrc/scale.cuh": "#pragma once\n#define SCALE 2\n",  # package data: the package compiles it at run time
+    "csrc/ext.cpp": "#error compiled at run time, and failing at once\n",
     "tests/test_a.py": '''import numpy
 import torch
 
@@ -229,6 +231,14 @@ def test_vectorize():
 
 def test_fused():
     assert kernels.fused_kernel[(1,)](1, 2) == 6
+
+
+def test_cpp_extension(tmp_path):
+    import pytest
+    from torch.utils import cpp_extension
+
+    with pytest.raises(RuntimeError):
+        cpp_extension.load("ext", ["csrc/ext.cpp"], build_directory=str(tmp_path))
 ''',
     "tests/test_b.py": '''from pkg import kernels
 
@@ -239,7 +249,7 @@ def test_control():
 }
 TESTS = ("test_compiled", "test_compiled_again", "test_numba", "test_source_jit", "test_squared", "test_with_options",
          "test_class_kernel", "test_sequential", "test_sequential_again", "test_factory_a", "test_factory_b",
-         "test_passed", "test_vectorize", "test_fused", "test_control")
+         "test_passed", "test_vectorize", "test_fused", "test_cpp_extension", "test_control")
 
 
 @pytest.fixture(scope="module")
@@ -387,7 +397,8 @@ def test_by_name_a_jit_kernel_reaches_the_jit_functions_its_function_names(
     _, commit, _ = suite
     alone = recs.Recording("tests/test_c.py::test_alone", frozenset({kernel}), True, commit, "here", python={})
     others = suite[2]  # the suite's own: the changed files are decided by coverage, not run for everything
-    assert _runs(_select(suite, {"pkg/ops.py": ("x + y", "x * y")}, [alone, *others])) == {"test_alone", "test_fused"}
+    ran = _runs(_select(suite, {"pkg/ops.py": ("x + y", "x * y")}, [alone, *others]))
+    assert ran == {"test_alone", "test_fused"}
     assert _runs(_select(suite, {"pkg/kernels.py": ("ops.combine(x, y) * 2", "ops.combine(x, y) * 3")},
                          [alone, *others])) == {"test_alone", "test_fused"}
     assert _runs(_select(suite, {"pkg/kernels.py": ("return x * 13", "return x * 14")},
@@ -408,3 +419,33 @@ def test_a_kernel_no_jit_function_of_the_project_is_named_after_stays_unknown(
                            jit_kernels=jit_kernels)
     found = _select(suite, {"csrc/x.cu": ("", "")}, [alone])
     assert [d.reason for d in found.decisions] == ["unknown-kernel"]
+
+
+# -- sources the package compiles at run time ---------------------------------------------------------------------
+
+def test_the_plugin_records_the_sources_a_test_compiled_at_run_time(
+        suite: tuple[Path, str, list[recs.Recording]]) -> None:
+    by_test = {r.test.rsplit("::", 1)[-1]: r for r in suite[2]}
+    assert by_test["test_cpp_extension"].jit_sources == {"csrc/ext.cpp"}
+    assert not by_test["test_control"].jit_sources
+
+
+def test_a_source_a_test_compiled_at_run_time_runs_that_test(suite: tuple[Path, str, list[recs.Recording]]) -> None:
+    found = _select(suite, {"csrc/ext.cpp": ("", "")})  # in no map: decided, not every test
+    assert _runs(found) == {"test_cpp_extension"} and found.verdicts["csrc/ext.cpp"].by == "run-time"
+
+
+@pytest.mark.parametrize(("path", "globs"), [
+    ("pkg/csrc/scale.cuh", ()),  # inside a Python package: its wheel ships it to be compiled
+    ("csrc/jit/kernel.cu", ("csrc/jit/**",)),  # declared
+])
+def test_a_run_time_source_runs_the_tests_of_kernels_no_map_knows(
+        suite: tuple[Path, str, list[recs.Recording]], path: str, globs: tuple[str, ...]) -> None:
+    _, commit, recorded = suite
+    made = recs.Recording("tests/test_c.py::test_made", frozenset({"_Z6jittedv"}), True, commit, "here", python={})
+    found = select(_map(commit), [*recorded, made], [path],
+                   options=Options(source_root=suite[0], jit_sources=globs, external_kernels=("_Z6jittedv",)))
+    # test_made launched a kernel no map knows (declared external, even): the run-time compile may have made it.
+    # The suite's own tests launched JIT'd Python functions' kernels only.
+    assert _runs(found) == {"test_made"}, found.to_json()["decisions"]
+    assert found.verdicts[path].by == "run-time"

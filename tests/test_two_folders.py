@@ -52,6 +52,7 @@ EDITS = {
     "internal": ("csrc/kernels.cu", "return 2 * v;", "return 3 * v;"),
     "launcher": ("csrc/launcher.cpp", "n must be positive", "n must be one or more"),
     "version": ("csrc/version.cpp", '"1.0.0"', '"1.0.1"'),
+    "jit": ("csrc/jit_config.h", "#define OPS_UNROLL 4", "#define OPS_UNROLL 8"),  # the run-time compile's only
 }
 
 
@@ -293,3 +294,19 @@ def test_a_path_rule_decides_a_host_change_only_when_its_source_alone_changed(bu
     assert _ran(builds, "host", ["csrc/kernels.cu"], rules=rules) == set()
     loaded = {t for t, (_, files) in LOADED.items() if "libops.so" in files}
     assert _ran(builds, "host", ["csrc/kernels.cu", "csrc/ops.h"], rules=rules) >= loaded
+
+
+def test_a_header_only_the_run_time_compile_reads_is_decided_by_source(builds: Builds) -> None:
+    """A change under ``#ifdef OPS_JIT``: the build emits the same, and the tests of the package's run-time
+    compile of kernels.cu (which names its kernels as the build does) must run all the same."""
+    assert builds.truth["jit"].kernels_changed == set() and builds.hosts["jit"] == []
+    jit = Recording("test_jit", frozenset({builds.names["plain"]}), True, BASE, "rec",
+                    libraries=frozenset(SYSTEM), jit_sources=frozenset({"csrc/kernels.cu"}))
+    unseen = dataclasses.replace(jit, jit_sources=frozenset())  # as a recorder that did not see the compile
+    assert _ran(builds, "jit", ["csrc/jit_config.h"], [*_tests(builds), unseen]) == set()  # the emitted alone
+    includers = {"test_checked", "test_plain", "test_message", "test_launcher", "test_hidden", "test_applied"}
+    # Recorded: kernels.cu was compiled at run time, and jit_config.h is its input.
+    assert _ran(builds, "jit", ["csrc/jit_config.h"], [*_tests(builds), jit]) == includers | {"test_jit"}
+    # Declared: jit-sources names it.
+    assert _ran(builds, "jit", ["csrc/jit_config.h"], [*_tests(builds), unseen],
+                jit_sources=("csrc/jit_*.h",)) == includers | {"test_jit"}

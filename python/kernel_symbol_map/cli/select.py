@@ -80,7 +80,11 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--external-kernels", action="append", default=[], metavar="REGEX",
                    help="kernels that come from outside the project: a regex that must match a whole "
                    "mangled name (e.g. '_ZN2at6native.*|.*cublas.*'); a recording may name them without "
-                   "blocking a skip")
+                   "blocking a skip (never a kernel named after a JIT'd function of the project)")
+    p.add_argument("--jit-sources", action="append", default=[], metavar="GLOB",
+                   help="files the package compiles at run time (git's globs, from the top level): decided by "
+                   "source in output mode too; sources inside a Python package, and those a recorded test "
+                   "compiled, are without it")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when evidence could not be used: no-map, map-unreadable, map-incomplete, "
                    "map-subset, commit-mismatch, map-commit-missing, recording-unreadable")
@@ -100,7 +104,8 @@ def _configured(args: argparse.Namespace) -> None:
     except config.ConfigError as e:
         raise UsageError(str(e)) from None
     used = []
-    for key, dest in (("map", "map"), ("base-map", "base_map"), ("external-kernels", "external_kernels")):
+    for key, dest in (("map", "map"), ("base-map", "base_map"), ("external-kernels", "external_kernels"),
+                      ("jit-sources", "jit_sources")):
         if not getattr(args, dest) and found.get(key):
             setattr(args, dest, found.get(key))
             used.append(key)
@@ -155,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     canonical = Canonical(source_root, args.build_dir)
     options = Options(rules, args.allow_empty, args.whole_target, canonical, tuple(args.external_kernels),
                       per_file=not args.whole_change, source_root=source_root, host_scope=args.host_scope,
-                      jit_decorators=tuple(args.jit_decorators))
+                      jit_decorators=tuple(args.jit_decorators), jit_sources=tuple(args.jit_sources))
     tests = all_tests(recordings, unreadable, rules)
 
     changed: list[str] = [p for c in args.changed or [] for p in project_paths(c, source_root)]  # here, and top

@@ -11,6 +11,7 @@ instead of in every CI step's flags::
     rules = "ci/kernel-rules.json"       # --rules
     external-kernels = ["ncclDevKernel_.*"]  # --external-kernels
     jit-decorators = ["mylib.jit:compile"]  # the recorder's: decorators that compile from source text
+    jit-sources = ["csrc/jit/**"]        # --jit-sources: files the package compiles at run time
 
 A flag given on the command line replaces its key. Paths are relative to
 the folder of the ``pyproject.toml``; the file is the first one found from
@@ -35,7 +36,7 @@ else:  # pragma: no cover - Python 3.10
 
 TABLE = "kernel-symbol-map"
 PATH_LISTS = ("map", "base-map", "recordings")
-KEYS = (*PATH_LISTS, "rules", "external-kernels", "jit-decorators")
+KEYS = (*PATH_LISTS, "rules", "external-kernels", "jit-decorators", "jit-sources")
 
 
 class ConfigError(KernelSymbolMapError):
@@ -47,7 +48,7 @@ class Config:
     """The table's values, paths made absolute; ``source`` is the file they came from ("" for none)."""
 
     source: str = ""
-    # map, base-map, recordings, external-kernels, jit-decorators
+    # map, base-map, recordings, external-kernels, jit-decorators, jit-sources
     lists: dict[str, list[str]] = field(default_factory=dict)
     rules: str | None = None
 
@@ -101,7 +102,7 @@ def parse(table: Any, path: Path) -> Config:
         hint = f"did you mean {close[0]}?" if close else f"the keys are {', '.join(KEYS)}"
         raise ConfigError(f"{where} has no key {unknown[0]!r} ({hint})")
     lists: dict[str, list[str]] = {}
-    for key in (*PATH_LISTS, "external-kernels"):
+    for key in (*PATH_LISTS, "external-kernels", "jit-sources"):
         if key not in table:
             continue
         value = table[key]

@@ -64,6 +64,7 @@ class Recording:
     libraries: frozenset[str] | None = None
     # Kernels a JIT named after a Python function it launched (Triton): kernel -> "file:qualname" of each.
     jit_kernels: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    jit_sources: frozenset[str] = frozenset()  # source files compiled at run time for it (cpp_extension.load)
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,7 @@ def merge(recordings: list[Recording]) -> list[Recording]:
             None if any(p.libraries is None for p in parts) else frozenset().union(*(p.libraries or () for p in parts)),
             {k: frozenset().union(*(p.jit_kernels.get(k, ()) for p in parts))
              for k in sorted({k for p in parts for k in p.jit_kernels})},
+            frozenset().union(*(p.jit_sources for p in parts)),
         ))
     return sorted(merged, key=lambda r: r.test)
 
@@ -330,8 +332,17 @@ def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
             raise RecordingError(f"{where}: \"rootdir\" must be a folder name")
         found.append(Recording(record["test"], kernels, complete, commit, where,
                                "" if complete else why, python, python_why, copies, rootdir,
-                               _libraries(record, where, loaded), _jit_kernels(record, where)))
+                               _libraries(record, where, loaded), _jit_kernels(record, where),
+                               _jit_sources(record, where)))
     return found
+
+
+def _jit_sources(record: dict[str, Any], where: str) -> frozenset[str]:
+    """A record's ``"jit_sources"``: the files compiled at run time for the test."""
+    listed = record.get("jit_sources", [])
+    if not isinstance(listed, list) or not all(isinstance(f, str) and f and _clean(f) for f in listed):
+        raise RecordingError(f"{where}: \"jit_sources\" must be a list of file names")
+    return frozenset(listed)
 
 
 def _jit_kernels(record: dict[str, Any], where: str) -> dict[str, frozenset[str]]:

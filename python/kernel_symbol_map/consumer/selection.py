@@ -38,6 +38,7 @@ from ..mapformat import is_full_sha, plainjson
 from . import emitted
 from .kernelmap import KernelMap, Link, Reach
 from .hostscope import LIBRARIES, HostScope
+from . import runtimesources
 from .jitkernels import JitKernels, attribute
 from .perfile import PerFile, Verdict
 from .pythonfiles import PythonTree
@@ -162,6 +163,7 @@ class Options:
     host_scope: str = LIBRARIES  # output mode: a host change reaches the tests that loaded it (or, "kernels",
     # the tests that launched its object's kernels)
     jit_decorators: tuple[str, ...] = ()  # "module:name" of the project's source-text JITs (jit-decorators)
+    jit_sources: tuple[str, ...] = ()  # globs of the files the package compiles at run time (jit-sources)
 
 
 def select(
@@ -286,8 +288,10 @@ def _by_sources(kmaps: Sequence[KernelMap], tests: list[str], jit: JitKernels, c
     launched = _tests_launching(recordings, [r.symbols for r in files if r.clearable])
     verdicts = {r.path: Verdict(r.path, "map", r.explain(), tests)
                 for r, tests in zip([r for r in files if r.clearable], launched, strict=True)}
-    undecided = _decide_others([r for r in files if not r.clearable], verdicts, tests, recordings, options, kmaps,
-                               tree)
+    run_time = runtimesources.decide(changed, kmaps, jit, options.jit_sources, tree, options.canonical)
+    verdicts.update(run_time)
+    undecided = _decide_others([r for r in files if not r.clearable and not _only_run_time(r, run_time)], verdicts,
+                               tests, recordings, options, kmaps, tree)
     if undecided:
         return _with_verdicts(fallback(*_everything_for(undecided), files), verdicts)
     reached: dict[str, str] = {}
@@ -372,9 +376,12 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     after = [_combine(p, rs) for p, *rs in zip(changed, *(m.reach(*changed, canonical=options.canonical)
                                                          for m in new), strict=True)]
     files = [b if b.status != "not-in-map" else a for b, a in zip(before, after, strict=True)]
-    blocking = [r for b, a in zip(before, after, strict=True) if (r := _not_emitted(b, a)) is not None]
+    run_time = runtimesources.decide(changed, base, jit, options.jit_sources, tree, options.canonical)
+    blocking = [r for b, a in zip(before, after, strict=True) if (r := _not_emitted(b, a)) is not None
+                and not _only_run_time(r, run_time)]
     verdicts = {f.path: Verdict(f.path, "emitted", "decided by what the two builds emitted")
                 for f in files if f.path not in {r.path for r in blocking}}
+    verdicts.update(run_time)  # whatever the builds emitted, the run-time compile may differ
     undecided = _decide_others(blocking, verdicts, tests, recordings, options, base, tree)
     if undecided:
         return _with_verdicts(_in_output_mode(fallback(*_everything_for(undecided), files), None), verdicts)
@@ -403,6 +410,12 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     decisions = _decisions(base, tests, jit, unreadable, options, reached, widened, named,
                            _rules_only(verdicts))
     return _in_output_mode(Selection(decisions, files=files, changed=list(changed), verdicts=verdicts), found)
+
+
+def _only_run_time(reach: Reach, run_time: dict[str, Verdict]) -> bool:
+    """A file no map knows that the package compiles at run time: decided by that alone. (One the build
+    compiles too is also decided as the build's: a host-only object, a configure input.)"""
+    return reach.path in run_time and reach.status == "not-in-map"
 
 
 def _not_emitted(before: Reach, after: Reach) -> Reach | None:

@@ -15,6 +15,8 @@ compiled in) as run by the scope that ran it:
 * Triton: a launch of a ``JITFunction`` (through an autotuner or heuristics
   too) notes its function and every ``JITFunction`` its code names, and the
   function as the one the launched kernel is named after (``launched``);
+* ``torch.utils.cpp_extension.load``: the source files it compiles at run
+  time (``built``), which ``select`` decides by source;
 * any decorator that compiles a function from its source text
   (``jit-decorators`` in ``[tool.kernel-symbol-map]``, or the
   ``KERNEL_SYMBOL_MAP_JIT_DECORATORS`` variable: ``module:name`` entries): a
@@ -42,15 +44,17 @@ DECORATORS_VARIABLE = "KERNEL_SYMBOL_MAP_JIT_DECORATORS"  # "module:name,module:
 Note = Callable[[types.CodeType], None]  # this code ran, in the current scope
 Compiled = Callable[[types.CodeType, Sequence[types.CodeType]], None]  # Dynamo compiled a frame of this code
 Launched = Callable[[types.FunctionType], None]  # a kernel named after this function ran, in the current scope
+Built = Callable[[Sequence[str]], None]  # these source files were compiled at run time, in the current scope
 
 
 class JitWatch:
     """This process's watch over the JITs it imports: what they run is passed to ``note`` and ``compiled``."""
 
     def __init__(self, note: Note, compiled: Compiled, decorators: Sequence[str] = (),
-                 launched: Launched | None = None) -> None:
+                 launched: Launched | None = None, built: Built | None = None) -> None:
         self.note, self.compiled = note, compiled
         self.launched: Launched = launched or (lambda _function: None)
+        self.built: Built = built or (lambda _sources: None)
         self.problem = ""
         self.names: dict[str, list[str]] = {}  # module -> its source-text JIT decorators
         for entry in decorators:
@@ -65,6 +69,7 @@ class JitWatch:
             "numba.core.dispatcher": self._numba,
             "numba.np.ufunc.dufunc": self._numba_ufuncs,
             "triton.runtime.jit": self._triton,
+            "torch.utils.cpp_extension": self._cpp_extension,
         }
         self.finder: imports.AfterImport | None = None
 
@@ -104,6 +109,16 @@ class JitWatch:
         # a JITFunction passed as a constexpr is compiled in too; the kernel is named after the function it runs
         self._noting(jit_function, "run", lambda v: v.fn if isinstance(v, jit_function) else None, passed=True,
                      kernel=True)
+
+    def _cpp_extension(self, module: types.ModuleType) -> None:
+        """``torch.utils.cpp_extension.load``: the source files it compiles at run time, by the scope that asked."""
+        load, built = module.load, self.built
+
+        def loading(name: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
+            built([sources] if isinstance(sources, (str, os.PathLike)) else list(sources))
+            return load(name, sources, *args, **kwargs)
+
+        module.load = loading
 
     def _noting(self, cls: type, name: str, function_of: Callable[[Any], Any], passed: bool, kernel: bool) -> None:
         """``cls.name`` notes, each time it runs, the code of the function ``function_of`` finds for the object it

@@ -61,6 +61,7 @@ class PythonPart:
     copies: tuple[str, ...]
     scheme: int
     jit_kernels: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)  # scope -> kernel -> functions
+    jit_sources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # scope -> files compiled at run time
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ def _python_part(data: dict[str, Any]) -> PythonPart:
                        for scope, files in scopes.items()},
                       "", tuple(map(str, data.get("python_copies", ()))), int(data["pyblocks"]),
                       {str(scope): {str(k): tuple(map(str, f)) for k, f in kernels.items()}
-                       for scope, kernels in data.get("jit_kernels", {}).items()})
+                       for scope, kernels in data.get("jit_kernels", {}).items()},
+                      {str(scope): tuple(map(str, files)) for scope, files in data.get("jit_sources", {}).items()})
 
 
 def _program(started: Path) -> str:
@@ -307,6 +309,7 @@ def _python_records(parts: list[Part], tests: list[str], known: dict[str, Any]) 
     """
     files: dict[str, dict[str, set[str]]] = {t: {} for t in tests}
     jit: dict[str, dict[str, set[str]]] = {t: {} for t in tests}  # test -> kernel -> the JIT'd functions
+    built: dict[str, set[str]] = {t: set() for t in tests}  # test -> the files compiled at run time for it
     unknown: dict[str, str] = {}
     copies: dict[str, set[str]] = {t: set() for t in tests}
     schemes = set()
@@ -330,6 +333,9 @@ def _python_records(parts: list[Part], tests: list[str], known: dict[str, Any]) 
             for t in set(_targets(scope, tests, known)) | lived:
                 for kernel, functions in kernels.items():
                     jit[t].setdefault(kernel, set()).update(functions)
+        for scope, sources in part.python.jit_sources.items():
+            for t in set(_targets(scope, tests, known)) | lived:
+                built[t].update(sources)
     scheme = next(iter(schemes)) if len(schemes) == 1 else pyblocks.SCHEME
     found = []
     for t in tests:
@@ -342,6 +348,8 @@ def _python_records(parts: list[Part], tests: list[str], known: dict[str, Any]) 
             entry["python_copies"] = sorted(copies[t])
         if jit[t]:
             entry["jit_kernels"] = {k: sorted(f) for k, f in sorted(jit[t].items())}
+        if built[t]:
+            entry["jit_sources"] = sorted(built[t])
         found.append(entry)
     return found
 

@@ -71,6 +71,7 @@ class PythonCoverage:
         self.jit: JitWatch | None = None
         self._noted_codes: set[tuple[str, types.CodeType]] = set()
         self.kernels: dict[tuple[str, str], set[str]] = defaultdict(set)  # (context, kernel) -> file:qualname
+        self.sources: dict[str, set[str]] = defaultdict(set)  # context -> files compiled at run time
 
     @classmethod
     def start(cls, root: Path | None = None) -> PythonCoverage:
@@ -121,8 +122,13 @@ class PythonCoverage:
             return
         self._watch()
         self.jit = JitWatch(self.note, self.compiled, [*decorators_from_environment(), *_decorators(self.root)],
-                            self.launched)
+                            self.launched, self.built)
         self.jit.start()
+
+    def built(self, sources: Sequence[str]) -> None:
+        """Source files compiled at run time (``torch.utils.cpp_extension.load``) in the current scope."""
+        if self.cov is not None:
+            self.sources[self.context].update(os.path.realpath(os.fspath(s)) for s in sources)
 
     def launched(self, function: types.FunctionType) -> None:
         """A JIT launched a kernel named after ``function`` (as Triton names them) in the current scope."""
@@ -263,7 +269,17 @@ class PythonCoverage:
         return {"python": {scope: {rel: sorted(d) for rel, d in sorted(files.items())}
                            for scope, files in sorted(found.items())},
                 "python_copies": _copies(root, tracked), "pyblocks": pyblocks.SCHEME,
-                "jit_kernels": self._jit_kernels(root, default_scope)}
+                "jit_kernels": self._jit_kernels(root, default_scope),
+                "jit_sources": {scope: sorted(files)
+                                for scope, files in sorted(self._jit_sources(root, default_scope).items())}}
+
+    def _jit_sources(self, root: Path, default_scope: str) -> dict[str, set[str]]:
+        """scope -> the files compiled at run time there, relative to the root (absolute outside it)."""
+        found: dict[str, set[str]] = defaultdict(set)
+        for context, files in self.sources.items():
+            for path in files:
+                found[self._scope(context, path, default_scope)].add(_relative(path, root) or path)
+        return found
 
     def _jit_kernels(self, root: Path, default_scope: str) -> dict[str, dict[str, list[str]]]:
         """scope -> kernel -> the JIT'd functions (``file:qualname``, ``file`` relative to the root, or absolute

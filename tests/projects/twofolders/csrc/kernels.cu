@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "jit_config.h"
 #include "ops.h"
 
 // A static initializer, as an op registry or an iostream include makes.

@@ -1035,6 +1035,11 @@ MUTANTS = [
     Mutant("40.J18", "a function outside the project, recorded as a kernel's, makes it known", "consumer/jitkernels.py",
            'for f in recording.jit_kernels.get(kernel, ()) if not f.startswith("/"))',
            "for f in recording.jit_kernels.get(kernel, ()))", ("tests/test_jit.py",)),
+    Mutant("40.J22", "Triton's JITFunction is not watched", "recorder/jit.py",
+           '        self._noting(jit_function, "run", lambda v: v.fn if isinstance(v, jit_function) else None, passed=True,\n'
+           "                     kernel=True)", "        pass", ("tests/test_jit.py",)),
+    Mutant("40.J21", "a kernel the recording attributes is guessed by name too", "consumer/jitkernels.py",
+           "if not _recorded(r, k) for f in by_name[k]]", "for f in by_name[k]]", ("tests/test_jit.py",)),
     Mutant("40.J19", "by name, older Triton's signature suffix is not taken off", "consumer/jitkernels.py",
            '+ list(self.functions.get(m["name"], ()) if m["suffix"] else ())', "", ("tests/test_jit.py",)),
     Mutant("40.J20", "the plugin does not record which function a Triton-style launch ran", "recorder/jit.py",

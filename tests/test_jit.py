@@ -160,6 +160,21 @@ def vplus(x):
 def fused_kernel(x, y):
     return ops.combine(x, y) * 2
 '''
+TRITON = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def combine(x, y):
+    return x + y
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, combine(tl.load(x_ptr + offs, mask=mask), tl.load(y_ptr + offs, mask=mask)), mask=mask)
+'''
 FILES = {
     "pyproject.toml": '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n\n'
                       '[tool.kernel-symbol-map]\njit-decorators = ["pkg.jitlib:jit", "pkg.jitlib:Kernel"]\n',
@@ -170,6 +185,23 @@ FILES = {
     "pkg/ops.py": "from pkg.jitlib import jit\n\n\n@jit\ndef combine(x, y):\n    return x + y\n",
     "pkg/csrc/scale.cuh": "#pragma once\n#define SCALE 2\n",  # package data: the package compiles it at run time
     "csrc/ext.cpp": "#error compiled at run time, and failing at once\n",
+    "pkg/tri.py": TRITON,
+    "tests/test_triton.py": '''import pytest
+
+triton = pytest.importorskip("triton")
+
+import torch  # noqa: E402
+
+from pkg import tri  # noqa: E402
+
+
+def test_triton():
+    x = torch.ones(4)
+    try:
+        tri.add_kernel[(1,)](x, x, x, 4, BLOCK=4)
+    except RuntimeError:  # no GPU here: the launch stops at the driver, after Triton was asked to run it
+        pass
+''',
     "tests/test_a.py": '''import numpy
 import torch
 
@@ -249,7 +281,7 @@ def test_control():
 }
 TESTS = ("test_compiled", "test_compiled_again", "test_numba", "test_source_jit", "test_squared", "test_with_options",
          "test_class_kernel", "test_sequential", "test_sequential_again", "test_factory_a", "test_factory_b",
-         "test_passed", "test_vectorize", "test_fused", "test_cpp_extension", "test_control")
+         "test_passed", "test_vectorize", "test_fused", "test_cpp_extension", "test_triton", "test_control")
 
 
 @pytest.fixture(scope="module")
@@ -355,7 +387,8 @@ def test_the_plugin_records_which_function_a_jit_launched(suite: tuple[Path, str
     assert by_test["test_source_jit"].kernels == {"add_kernel"}
     assert dict(by_test["test_source_jit"].jit_kernels) == {"add_kernel": {"pkg/kernels.py:add_kernel"}}
     assert dict(by_test["test_class_kernel"].jit_kernels) == {"class_kernel": {"pkg/kernels.py:class_kernel"}}
-    assert not by_test["test_control"].jit_kernels and all(r.complete for r in suite[2])
+    assert not by_test["test_control"].jit_kernels
+    assert all(r.complete for t, r in by_test.items() if t != "test_triton")  # skipped where Triton is absent
 
 
 @pytest.mark.parametrize("external", [(), ("add_.*",), (".*_kernel",)])
@@ -449,3 +482,32 @@ def test_a_run_time_source_runs_the_tests_of_kernels_no_map_knows(
     # The suite's own tests launched JIT'd Python functions' kernels only.
     assert _runs(found) == {"test_made"}, found.to_json()["decisions"]
     assert found.verdicts[path].by == "run-time"
+
+
+# -- Triton itself ------------------------------------------------------------------------------------------------
+
+def _triton_ran(suite: tuple[Path, str, list[recs.Recording]], old: str, new: str,
+                recordings: list[recs.Recording] | None = None) -> set[str]:
+    repo, commit, recorded = suite
+    path = repo / "pkg/tri.py"
+    assert old in TRITON
+    path.write_text(TRITON.replace(old, new))
+    try:
+        return _runs(select(_map(commit), recordings or recorded, ["pkg/tri.py"], options=Options(source_root=repo)))
+    finally:
+        path.write_text(TRITON)
+
+
+def test_real_triton_a_launched_jit_function_and_its_callee_reach_the_test(
+        suite: tuple[Path, str, list[recs.Recording]]) -> None:
+    """Triton's own JITFunction, on its GPU path: the launch is watched before Triton compiles anything."""
+    pytest.importorskip("triton", reason="triton is not installed: its JITFunction cannot be checked")
+    by_test = {r.test.rsplit("::", 1)[-1]: r for r in suite[2]}
+    assert dict(by_test["test_triton"].jit_kernels) == {"add_kernel": {"pkg/tri.py:add_kernel"}}
+    assert _triton_ran(suite, "return x + y", "return x - y") == {"test_triton"}  # combine, compiled in
+    assert _triton_ran(suite, "mask = offs < n", "mask = offs <= n") == {"test_triton"}
+    # A recording that knows only the kernel's name, as Triton before 3.0 spelt it: found by name.
+    _, commit, _ = suite
+    alone = recs.Recording("tests/test_c.py::test_alone", frozenset({"add_kernel_0d1d2d3de"}), True, commit, "here",
+                           python={})
+    assert _triton_ran(suite, "return x + y", "return x - y", [alone, *suite[2]]) == {"test_triton", "test_alone"}

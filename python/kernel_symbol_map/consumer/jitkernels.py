@@ -65,7 +65,7 @@ class JitKernels:
 
     def owner(self, recording: Recording, kernel: str) -> str | None:
         """The function(s) ``kernel`` is attributed to, for this recording, as people read them; None: not a JIT's."""
-        recorded = sorted(f for f in recording.jit_kernels.get(kernel, ()) if not f.startswith("/"))
+        recorded = _recorded(recording, kernel)
         if recorded:
             return ", ".join(recorded)
         found = self.by_name.get(kernel)
@@ -85,8 +85,8 @@ def attribute(recordings: list[Recording], known: frozenset[str], tree: PythonTr
     if not by_name:
         return JitKernels(recordings)
     joined = []
-    for r in recordings:
-        hits = [f for k in r.kernels & by_name.keys() for f in by_name[k]]
+    for r in recordings:  # a kernel the recording attributes itself needs no guess by name
+        hits = [f for k in r.kernels & by_name.keys() if not _recorded(r, k) for f in by_name[k]]
         if hits and r.python is not None:
             python = dict(r.python)
             for f in hits:
@@ -94,6 +94,12 @@ def attribute(recordings: list[Recording], known: frozenset[str], tree: PythonTr
             r = dataclasses.replace(r, python=python)
         joined.append(r)
     return JitKernels(joined, by_name)
+
+
+def _recorded(recording: Recording, kernel: str) -> list[str]:
+    """The project's functions the recording says ``kernel`` is named after (one outside the project, written
+    with its absolute path, is not the project's code)."""
+    return sorted(f for f in recording.jit_kernels.get(kernel, ()) if not f.startswith("/"))
 
 
 class _Index:

@@ -1038,6 +1038,10 @@ MUTANTS = [
     Mutant("40.J22", "Triton's JITFunction is not watched", "recorder/jit.py",
            '        self._noting(jit_function, "run", lambda v: v.fn if isinstance(v, jit_function) else None, passed=True,\n'
            "                     kernel=True)", "        pass", ("tests/test_jit.py",)),
+    Mutant("40.J23", "numba's CUDA kernels are not watched", "recorder/jit.py",
+           '        self._noting(dispatcher, "call", lambda v: v.py_func if isinstance(v, dispatcher) else None, '
+           'passed=False,', '        return None and self._noting(dispatcher, "call", lambda v: v.py_func if '
+           'isinstance(v, dispatcher) else None, passed=False,', ("tests/test_jit.py",)),
     Mutant("40.J21", "a kernel the recording attributes is guessed by name too", "consumer/jitkernels.py",
            "if not _recorded(r, k) for f in by_name[k]]", "for f in by_name[k]]", ("tests/test_jit.py",)),
     Mutant("40.J19", "by name, older Triton's signature suffix is not taken off", "consumer/jitkernels.py",

@@ -62,7 +62,7 @@ class Kernel(Compiled):
     """The same, as a decorator that is a class (a user may check isinstance)."""
 '''
 KERNELS = '''import torch
-from numba import njit, vectorize
+from numba import cuda, njit, vectorize
 
 from pkg import ops, pure
 from pkg.jitlib import Kernel, jit
@@ -159,6 +159,16 @@ def vplus(x):
 @jit
 def fused_kernel(x, y):
     return ops.combine(x, y) * 2
+
+
+@cuda.jit(device=True)
+def cuda_helper(v):
+    return v + 1
+
+
+@cuda.jit
+def cuda_kernel(x):
+    x[0] = cuda_helper(x[0])
 '''
 TRITON = '''import triton
 import triton.language as tl
@@ -265,6 +275,15 @@ def test_fused():
     assert kernels.fused_kernel[(1,)](1, 2) == 6
 
 
+def test_numba_cuda():
+    from numba.cuda.cudadrv.error import CudaSupportError
+
+    try:
+        kernels.cuda_kernel[1, 1](numpy.zeros(1))
+    except CudaSupportError:  # no GPU here: the launch stops at the driver, after numba was asked to run it
+        pass
+
+
 def test_cpp_extension(tmp_path):
     import pytest
     from torch.utils import cpp_extension
@@ -281,7 +300,8 @@ def test_control():
 }
 TESTS = ("test_compiled", "test_compiled_again", "test_numba", "test_source_jit", "test_squared", "test_with_options",
          "test_class_kernel", "test_sequential", "test_sequential_again", "test_factory_a", "test_factory_b",
-         "test_passed", "test_vectorize", "test_fused", "test_cpp_extension", "test_triton", "test_control")
+         "test_passed", "test_vectorize", "test_fused", "test_numba_cuda", "test_cpp_extension", "test_triton",
+         "test_control")
 
 
 @pytest.fixture(scope="module")
@@ -342,6 +362,7 @@ def test_every_test_is_recorded_with_python_code(suite: tuple[Path, str, list[re
     ("return x * 11", "return x * 12", {"test_factory_b"}),  # one factory's two dispatchers, each its own callee
     ("return x * 13", "return x * 14", {"test_passed"}),  # a dispatcher passed in is compiled in
     ("return x + 100", "return x + 101", {"test_vectorize"}),
+    ("return v + 1", "return v + 2", {"test_numba_cuda"}),  # a @cuda.jit kernel's device function
     # A compiled frame of torch's own (nn.Sequential): its later runs cannot be seen, so the project code traced
     # into it is every test's.
     ("return x * 6", "return x * 5", set(TESTS)),

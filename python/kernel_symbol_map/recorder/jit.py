@@ -10,8 +10,9 @@ compiled in) as run by the scope that ran it:
   Dynamo's own output; a test that runs the compiled frame again shows it to
   coverage by the frame's first line, and gets them all
   (:class:`.pycoverage.PythonCoverage` joins the two at the end);
-* numba: a call of a ``@njit``/``@jit`` dispatcher notes its function and
-  every dispatcher its code names (what numba compiles into it);
+* numba: a call of a ``@njit``/``@jit`` dispatcher, or a launch of a
+  ``@cuda.jit`` kernel, notes its function and every dispatcher its code
+  names (what numba compiles into it);
 * Triton: a launch of a ``JITFunction`` (through an autotuner or heuristics
   too) notes its function and every ``JITFunction`` its code names, and the
   function as the one the launched kernel is named after (``launched``);
@@ -68,6 +69,7 @@ class JitWatch:
             "torch._dynamo.convert_frame": self._dynamo,
             "numba.core.dispatcher": self._numba,
             "numba.np.ufunc.dufunc": self._numba_ufuncs,
+            "numba.cuda.dispatcher": self._numba_cuda,
             "triton.runtime.jit": self._triton,
             "torch.utils.cpp_extension": self._cpp_extension,
         }
@@ -103,6 +105,12 @@ class JitWatch:
 
     def _numba_ufuncs(self, module: types.ModuleType) -> None:
         self._noting(module.DUFunc, "__call__", _numba_function, passed=False, kernel=False)
+
+    def _numba_cuda(self, module: types.ModuleType) -> None:
+        dispatcher = module.CUDADispatcher
+        # a launch (kernel[grid](...)) calls it; its device functions are dispatchers too, compiled in
+        self._noting(dispatcher, "call", lambda v: v.py_func if isinstance(v, dispatcher) else None, passed=False,
+                     kernel=False)
 
     def _triton(self, module: types.ModuleType) -> None:
         jit_function = module.JITFunction

@@ -193,6 +193,8 @@ FILES = {
     "pkg/kernels.py": KERNELS,
     "pkg/pure.py": "def sq(x):\n    return x * x\n",  # its first statement is a function's: no import runs it
     "pkg/ops.py": "from pkg.jitlib import jit\n\n\n@jit\ndef combine(x, y):\n    return x + y\n",
+    "pkg/spelt.py": "from pkg import jitlib\n\n\n@ jitlib . jit  # as Python lets it be spelt\ndef spelt(x):\n"
+                    "    return x\n",
     "pkg/csrc/scale.cuh": "#pragma once\n#define SCALE 2\n",  # package data: the package compiles it at run time
     "csrc/ext.cpp": "#error compiled at run time, and failing at once\n",
     "pkg/tri.py": TRITON,
@@ -460,6 +462,12 @@ def test_by_name_a_jit_kernel_reaches_the_jit_functions_its_function_names(
     unknown = dataclasses.replace(alone, kernels=frozenset({"other_kernel"}))  # no function has its name
     assert _runs(_select(suite, {"pkg/kernels.py": ("return x * 13", "return x * 14")},
                          [unknown, *others])) == {"test_alone", "test_passed"}
+
+
+def test_by_name_a_decorator_is_read_as_python_spells_it(suite: tuple[Path, str, list[recs.Recording]]) -> None:
+    _, commit, _ = suite
+    alone = recs.Recording("tests/test_c.py::test_alone", frozenset({"spelt"}), True, commit, "here", python={})
+    assert _runs(_select(suite, {"csrc/x.cu": ("", "")}, [alone])) == set()  # pkg/spelt.py:spelt's: not unknown
 
 
 @pytest.mark.parametrize(("kernel", "jit_kernels"), [

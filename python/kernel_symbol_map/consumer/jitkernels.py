@@ -104,47 +104,81 @@ def _recorded(recording: Recording, kernel: str) -> list[str]:
 
 class _Index:
     """The checkout's JIT'd functions by name, as the recordings' commit had them: a file the change touched is
-    read from git at that commit, the others from the checkout (they are the same there)."""
+    read from git at that commit, the others from the checkout (they are the same there).
+
+    Found lazily: one pass over every file's bytes finds the files that hold a JIT decorator's line
+    (``@triton.jit``, ``@jit(...)``) and where each name is defined in them (``def name``); only the files that
+    define a name asked for are parsed."""
+
+    _DEF = regex.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", regex.MULTILINE)
 
     def __init__(self, tree: PythonTree, changed: Sequence[str], decorators: frozenset[str]) -> None:
-        self.decorators = decorators
-        self.functions: dict[str, list[JitFunction]] = {}
-        touched = {rel for path in changed if path.endswith(".py") and (rel := tree.key(path)) is not None}
-        words = regex.compile(r"\b(?:" + "|".join(map(regex.escape, sorted(decorators))) + r")\b")
-        for rel in sorted(set(tree.files) | touched):
-            source = (tree.base_source(rel) if rel in touched else tree.read(rel)) or b""
-            if words.search(source.decode("utf-8", "replace")):
-                for f in self._functions(rel, source):
-                    self.functions.setdefault(f.function, []).append(f)
+        self.tree, self.decorators = tree, decorators
+        names = b"|".join(regex.escape(d.encode()) for d in sorted(decorators))
+        # A decorator whose last name is one of them (what _last_name reads), as Python lets it be spelt:
+        # ``@triton.jit``, ``@ tl . jit(...)``, ``@(jit)``, a comment after it. A superset of what the parse
+        # finds: a file it passes over holds no JIT'd function.
+        self._decorated = regex.compile(rb"^[ \t]*@[ \t(]*(?:\w+[ \t]*\.[ \t]*)*(?:" + names + rb")\b",
+                                        regex.MULTILINE)
+        self.touched = {rel for path in changed if path.endswith(".py") and (rel := tree.key(path)) is not None}
+        self._defined: dict[str, list[str]] | None = None
+        self._parsed: dict[str, list[JitFunction]] = {}
 
-    def _functions(self, rel: str, source: bytes) -> Iterable[JitFunction]:
+    def _source(self, rel: str) -> bytes:
+        return (self.tree.base_source(rel) if rel in self.touched else self.tree.read(rel)) or b""
+
+    def defined(self) -> dict[str, list[str]]:
+        """name -> the files with a JIT decorator that define a function of that name (JIT'd or not)."""
+        if self._defined is None:
+            found: dict[str, list[str]] = {}
+            for rel in sorted(set(self.tree.files) | self.touched):
+                source = self._source(rel)
+                if self._decorated.search(source):
+                    for name in set(self._DEF.findall(source)):
+                        found.setdefault(name.decode("ascii", "replace"), []).append(rel)
+            self._defined = found
+        return self._defined
+
+    def functions(self, name: str) -> list[JitFunction]:
+        """The JIT'd functions called ``name``."""
+        return [f for rel in self.defined().get(name, ()) for f in self.functions_in(rel) if f.function == name]
+
+    def functions_in(self, rel: str) -> list[JitFunction]:
+        """The JIT'd functions of one file (parsed once)."""
+        if rel not in self._parsed:
+            self._parsed[rel] = list(self._parse(rel, self._source(rel)))
+        return self._parsed[rel]
+
+    def _parse(self, rel: str, source: bytes) -> Iterable[JitFunction]:
         try:
             module = ast.parse(source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return
+        jitted = [node for node in ast.walk(module) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  and any(_last_name(d) in self.decorators for d in node.decorator_list)]
+        if not jitted:
+            return
         blocks = pyblocks.split(source)
-        for node in ast.walk(module):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                    _last_name(d) in self.decorators for d in node.decorator_list):
-                line = node.body[-1].lineno
-                block = blocks.lines[line] if 0 < line < len(blocks.lines) else 0
-                used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
-                    {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
-                yield JitFunction(rel, node.name, blocks.names[block], blocks.digests[block], frozenset(used))
+        for node in jitted:
+            line = node.body[-1].lineno
+            block = blocks.lines[line] if 0 < line < len(blocks.lines) else 0
+            used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
+                {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+            yield JitFunction(rel, node.name, blocks.names[block], blocks.digests[block], frozenset(used))
 
     def reach(self, kernel: str) -> list[JitFunction]:
         """The functions ``kernel`` may be named after, and the JIT'd functions they name, transitively."""
         m = _KERNEL.fullmatch(kernel)
         if m is None:
             return []
-        todo = list(self.functions.get(kernel, ())) + list(self.functions.get(m["name"], ()) if m["suffix"] else ())
+        todo = self.functions(kernel) + (self.functions(m["name"]) if m["suffix"] else [])
         found: dict[tuple[str, str, str], JitFunction] = {}
         while todo:
             f = todo.pop()
             key = (f.file, f.function, f.digest)
             if key not in found:
                 found[key] = f
-                todo += [g for name in f.names for g in self.functions.get(name, ())]
+                todo += [g for name in f.names if name in self.defined() for g in self.functions(name)]
         return sorted(found.values(), key=str)
 
 

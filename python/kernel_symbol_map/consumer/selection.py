@@ -13,7 +13,12 @@ skip. Evidence removes a test only when every one of these holds:
 * every changed file is clearable in the maps: known to at least one, and
   only ever compiled into objects with kernels;
 * that test's recording is readable, complete, of the maps' commit, and
-  names only kernels the maps know (or that the caller declared external).
+  names only kernels the maps know, kernels a JIT named after a function of
+  the project (:mod:`.jitkernels`: decided by that function's Python code),
+  or kernels the caller declared external.
+
+A changed file the package compiles at run time is decided by source, in
+output mode too (:mod:`.runtimesources`).
 
 Anything else runs the test, or falls back to running everything (or to the
 user's static rules), each with a reason code. The JSON names every test of
@@ -35,10 +40,9 @@ import regex
 from .._graph import reachable
 from ..errors import KernelSymbolMapError
 from ..mapformat import is_full_sha, plainjson
-from . import emitted
+from . import emitted, runtimesources
 from .kernelmap import KernelMap, Link, Reach
 from .hostscope import LIBRARIES, HostScope
-from . import runtimesources
 from .jitkernels import JitKernels, attribute
 from .perfile import PerFile, Verdict
 from .pythonfiles import PythonTree

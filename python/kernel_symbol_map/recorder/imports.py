@@ -40,7 +40,10 @@ class AfterImport(importlib.abc.MetaPathFinder):
                     break
         finally:
             self.finding.discard(name)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        if spec is None or spec.loader is None:
+            return spec
+        if not hasattr(spec.loader, "exec_module"):  # a legacy loader: the module runs unhooked, and is said so
+            self.failed(name, ImportError(f"its loader ({type(spec.loader).__name__}) cannot be hooked"))
             return spec
         spec.loader = HookedLoader(spec.loader, hook, self.failed)
         return spec

@@ -123,7 +123,11 @@ class JitWatch:
         load, built = module.load, self.built
 
         def loading(name: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
-            built([sources] if isinstance(sources, (str, os.PathLike)) else list(sources))
+            if isinstance(sources, (str, os.PathLike)):
+                built([sources])
+            elif isinstance(sources, Iterable):
+                sources = list(sources)  # read once: a generator is load's to read too
+                built([s for s in sources if isinstance(s, (str, os.PathLike))])
             return load(name, sources, *args, **kwargs)
 
         module.load = loading

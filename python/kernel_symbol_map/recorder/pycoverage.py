@@ -71,6 +71,7 @@ class PythonCoverage:
         self.jit: JitWatch | None = None
         self._noted_codes: set[tuple[str, types.CodeType]] = set()
         self.kernels: dict[tuple[str, str], set[str]] = defaultdict(set)  # (context, kernel) -> file:qualname
+        self._launched: set[tuple[str, types.FunctionType]] = set()
         self.sources: dict[str, set[str]] = defaultdict(set)  # context -> files compiled at run time
 
     @classmethod
@@ -132,10 +133,12 @@ class PythonCoverage:
 
     def launched(self, function: types.FunctionType) -> None:
         """A JIT launched a kernel named after ``function`` (as Triton names them) in the current scope."""
-        if self.cov is not None:
-            code = function.__code__
-            self.kernels[(self.context, function.__name__)].add(
-                f"{os.path.realpath(code.co_filename)}:{function.__qualname__}")
+        key = (self.context, function)
+        if self.cov is None or key in self._launched:
+            return  # a hot loop's launches cost a set lookup each
+        self._launched.add(key)
+        self.kernels[(self.context, function.__name__)].add(
+            f"{os.path.realpath(function.__code__.co_filename)}:{function.__qualname__}")
 
     def note(self, code: types.CodeType, context: str | None = None) -> None:
         """A JIT ran ``code`` in the current scope (or ``context``): its lines count as executed there."""

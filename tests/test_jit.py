@@ -22,8 +22,10 @@ from native_programs import build_driver
 from test_native_children import _cupti_package
 
 from kernel_symbol_map.consumer import recordings as recs
+from kernel_symbol_map.consumer.jitkernels import attribute
 from kernel_symbol_map.consumer.kernelmap import KernelMap
 from kernel_symbol_map.consumer.pythonfiles import PythonDecider, PythonTree
+from kernel_symbol_map.consumer.rules import StaticRules
 from kernel_symbol_map.consumer.selection import Options, Selection, select
 
 pytest.importorskip("torch", reason="torch is not installed: torch.compile cannot be checked")
@@ -197,6 +199,9 @@ FILES = {
                     "    return x\n",
     "pkg/csrc/scale.cuh": "#pragma once\n#define SCALE 2\n",  # package data: the package compiles it at run time
     "csrc/ext.cpp": "#error compiled at run time, and failing at once\n",
+    "csrc/jit/add.cu": 'extern "C" __global__ void add_kernel(float* x) { x[0] += 1; }\n',  # NVRTC's, by name
+    "pkg/aliased.py": "from pkg.jitlib import jit\nfrom pkg.ops import combine as together\n\n\n@jit\n"
+                      "def aliased_kernel(x, y):\n    return together(x, y)\n",
     "pkg/tri.py": TRITON,
     "tests/test_triton.py": '''import pytest
 
@@ -493,8 +498,34 @@ def test_the_plugin_records_the_sources_a_test_compiled_at_run_time(
 
 
 def test_a_source_a_test_compiled_at_run_time_runs_that_test(suite: tuple[Path, str, list[recs.Recording]]) -> None:
-    found = _select(suite, {"csrc/ext.cpp": ("", "")})  # in no map: decided, not every test
-    assert _runs(found) == {"test_cpp_extension"} and found.verdicts["csrc/ext.cpp"].by == "run-time"
+    # In no map, and no rule for it: every test runs (another test may call what it compiled, from its cache).
+    assert _runs(_select(suite, {"csrc/ext.cpp": ("", "")})) == set(TESTS)
+    repo, commit, recorded = suite
+    rules = StaticRules.parse({"rules": [{"paths": ["csrc/ext.cpp"], "tests": ["tests/test_b.py::test_control"]}]})
+    found = select(_map(commit), recorded, ["csrc/ext.cpp"], options=Options(source_root=repo, rules=rules))
+    # The rules' test, and the test that compiled it.
+    assert _runs(found) == {"test_control", "test_cpp_extension"} and found.verdicts["csrc/ext.cpp"].by == "run-time"
+
+
+def test_a_run_time_source_that_names_a_jit_functions_kernel_runs_its_tests(
+        suite: tuple[Path, str, list[recs.Recording]]) -> None:
+    """csrc/jit/add.cu's kernel, compiled at run time, has the name of pkg/kernels.py's JIT'd add_kernel: a
+    test that launched add_kernel may have run either."""
+    repo, commit, recorded = suite
+    nvrtc = recs.Recording("tests/test_c.py::test_nvrtc", frozenset({"add_kernel"}), True, commit, "here", python={})
+    found = select(_map(commit), [*recorded, nvrtc], ["csrc/jit/add.cu"], options=Options(
+        source_root=repo, jit_sources=("csrc/jit/**",), rules=StaticRules.parse(
+            {"rules": [{"paths": ["csrc/jit/**"], "tests": []}]})))
+    assert _runs(found) == {"test_nvrtc", "test_source_jit"}, found.to_json()["decisions"]
+
+
+def test_by_name_a_callee_imported_under_another_name_is_followed(
+        suite: tuple[Path, str, list[recs.Recording]]) -> None:
+    _, commit, recorded = suite
+    alone = recs.Recording("tests/test_c.py::test_alone", frozenset({"aliased_kernel"}), True, commit, "here",
+                           python={})
+    assert _runs(_select(suite, {"pkg/ops.py": ("x + y", "x * y")}, [alone, *recorded])) == {"test_alone",
+                                                                                            "test_fused"}
 
 
 @pytest.mark.parametrize(("path", "globs"), [
@@ -505,8 +536,9 @@ def test_a_run_time_source_runs_the_tests_of_kernels_no_map_knows(
         suite: tuple[Path, str, list[recs.Recording]], path: str, globs: tuple[str, ...]) -> None:
     _, commit, recorded = suite
     made = recs.Recording("tests/test_c.py::test_made", frozenset({"_Z6jittedv"}), True, commit, "here", python={})
-    found = select(_map(commit), [*recorded, made], [path],
-                   options=Options(source_root=suite[0], jit_sources=globs, external_kernels=("_Z6jittedv",)))
+    no_tests = StaticRules.parse({"rules": [{"paths": [path], "tests": []}]})  # in no map: the rules' too
+    found = select(_map(commit), [*recorded, made], [path], options=Options(
+        source_root=suite[0], jit_sources=globs, external_kernels=("_Z6jittedv",), rules=no_tests))
     # test_made launched a kernel no map knows (declared external, even): the run-time compile may have made it.
     # The suite's own tests launched JIT'd Python functions' kernels only.
     assert _runs(found) == {"test_made"}, found.to_json()["decisions"]
@@ -540,3 +572,12 @@ def test_real_triton_a_launched_jit_function_and_its_callee_reach_the_test(
     alone = recs.Recording("tests/test_c.py::test_alone", frozenset({"add_kernel_0d1d2d3de"}), True, commit, "here",
                            python={})
     assert _triton_ran(suite, "return x + y", "return x - y", [alone, *suite[2]]) == {"test_triton", "test_alone"}
+
+
+def test_by_name_nothing_is_attributed_when_a_changed_files_base_cannot_be_read(
+        suite: tuple[Path, str, list[recs.Recording]]) -> None:
+    """A changed file whose text at the recordings' commit git cannot give may have held any candidate."""
+    repo, commit, _ = suite
+    alone = recs.Recording("tests/test_c.py::test_alone", frozenset({"fused_kernel"}), True, commit, "here", python={})
+    assert attribute([alone], frozenset(), PythonTree(repo, commit), ["pkg/ops.py"]).by_name  # readable: found
+    assert not attribute([alone], frozenset(), PythonTree(repo, "f" * 40), ["pkg/ops.py"]).by_name

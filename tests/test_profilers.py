@@ -18,6 +18,8 @@ from test_per_file import run_suite
 
 SUITE = {
     "test_second_client.py": '''
+import pytest
+
 from cupti import cupti
 
 
@@ -33,6 +35,52 @@ def test_profiled():
 
 def test_after():
     cupti.launch("_Z5afterv")
+
+
+@pytest.fixture
+def traced():
+    cupti.activity_register_callbacks(lambda: (1, 0), lambda records: None)  # a profiler starts
+    yield
+    cupti.activity_disable(cupti.ActivityKind.CONCURRENT_KERNEL)  # and stops: Kineto disables the kinds
+
+
+def test_traced_by_a_fixture(traced):
+    cupti.launch("_Z6tracedv")
+
+
+def test_after_the_fixture():
+    cupti.launch("_Z10afterfixv")
+''',
+    "test_child.py": '''
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+CHILD = """
+import os, time, torch
+from cupti import cupti
+while not os.path.exists("go"):
+    time.sleep(0.01)
+profile = torch.autograd.profiler.profile()
+profile.kineto_activities = {torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA}
+with profile:  # a trace of the GPU, started and stopped: the recorder registers again after it
+    cupti.launch("_Z5childv")
+"""
+started = []
+
+
+def test_starts_a_worker():
+    started.append(subprocess.Popen([sys.executable, "-c", CHILD]))  # it lives on, into the next test
+
+
+def test_while_the_worker_traces():
+    open("go", "w").close()
+    assert started[0].wait(timeout=120) == 0
+    os.remove("go")
 ''',
     "test_torch_profilers.py": '''
 import pytest
@@ -87,6 +135,15 @@ def test_a_second_cupti_client_makes_its_test_incomplete_and_the_next_is_complet
     assert (records["test_after"]["complete"], records["test_after"]["kernels"]) == (True, ["_Z5afterv"])
 
 
+def test_a_client_that_disables_cupti_when_it_stops_leaves_the_next_test_complete(
+        records: dict[str, dict[str, Any]]) -> None:
+    """A profiler fixture stops in the teardown, and disables CUPTI's kernel records as Kineto does: the
+    recorder enables them again before the next test."""
+    assert not records["test_traced_by_a_fixture"]["complete"]
+    after = records["test_after_the_fixture"]
+    assert (after["complete"], after["kernels"]) == (True, ["_Z10afterfixv"]), after
+
+
 def test_a_torch_trace_of_the_gpu_makes_its_test_incomplete(records: dict[str, dict[str, Any]]) -> None:
     pytest.importorskip("torch", reason="torch is not installed: its profilers cannot be checked")
     for test in ("test_cpu_trace", "test_torch_profiler_on_cpu"):  # a trace of the CPU leaves CUPTI alone
@@ -127,3 +184,11 @@ def test_a_client_that_holds_cupti_into_the_teardown_makes_every_test_incomplete
     found = {r["test"].rsplit("::", 1)[-1]: r for r in map(json.loads, (out / "pytest.jsonl").read_text().splitlines())}
     assert all(not r["complete"] and "another CUPTI client" in r["reason"] for r in found.values()), found
     assert found["test_later"]["kernels"] == ["_Z5laterv"]  # taken back at the end of the test that lost it
+
+
+def test_a_worker_that_traced_the_gpu_makes_the_tests_it_served_incomplete(records: dict[str, dict[str, Any]]) -> None:
+    """A Python child started in one test traced the GPU while a later test ran: both tests lost its kernels."""
+    pytest.importorskip("torch", reason="torch is not installed: its profilers cannot be checked")
+    for test in ("test_starts_a_worker", "test_while_the_worker_traces"):
+        assert not records[test]["complete"] and "started a trace of the GPU" in records[test]["reason"], records[test]
+        assert "did not register again" not in records[test]["reason"]  # it did, when the trace stopped

@@ -60,8 +60,15 @@ def activity_register_callbacks(requested, completed):
     _completed[:] = [completed]
 
 
+_enabled = set()
+
+
 def activity_enable(kind):
-    pass
+    _enabled.add(kind)
+
+
+def activity_disable(kind):  # as Kineto does when a trace stops
+    _enabled.discard(kind)
 
 
 def activity_push_external_correlation_id(kind, external_id):
@@ -93,6 +100,8 @@ def launch(name):
     if _stack:
         records.append(_Record(kind=ActivityKind.EXTERNAL_CORRELATION, correlation_id=_correlation[0],
                                external_id=_stack[-1]))
+    if ActivityKind.CONCURRENT_KERNEL not in _enabled:
+        return  # kernel records are disabled: no client gets them
     for completed in _completed:
         completed(records)
 '''

@@ -39,9 +39,17 @@ from .pythonfiles import PythonTree
 from .recordings import Recording
 
 JIT_DECORATORS = frozenset({"jit", "autotune", "heuristics"})  # triton.jit and its wrappers, by their last name
-# A Python function's name, then older Triton's signature suffix: per argument its index and what it was
-# specialised on (d: divisible by 16, c: constant, e: by 8, i: int).
-_KERNEL = regex.compile(r"(?P<name>[A-Za-z_]\w*?)(?P<suffix>(?:_(?:\d+[cdei]*)+)?)")
+# Older Triton's signature suffix, after the function's name and a "_": per argument its index and what it
+# was specialised on (d: divisible by 16, c: constant, e: by 8, i: int). Possessive: linear on any name.
+_SUFFIX = regex.compile(r"(?:\d++[cdei]*+)++")
+
+
+def _names_of(kernel: str) -> list[str]:
+    """The function names ``kernel`` may be: itself, and without an older Triton's suffix."""
+    if not kernel.isidentifier():
+        return []
+    name, _, suffix = kernel.rpartition("_")
+    return [kernel, name] if name.isidentifier() and _SUFFIX.fullmatch(suffix) else [kernel]
 
 
 @dataclass(frozen=True)
@@ -123,9 +131,15 @@ class _Index:
         self.touched = {rel for path in changed if path.endswith(".py") and (rel := tree.key(path)) is not None}
         self._defined: dict[str, list[str]] | None = None
         self._parsed: dict[str, list[JitFunction]] = {}
+        self._sources: dict[str, bytes] = {}
+        # A changed file whose text at the recordings' commit cannot be read may have held any candidate: no
+        # kernel is attributed by name then (each stays unknown, and runs).
+        self.blind = any(tree.base_source(rel) is None and tree.existed(rel) is not False for rel in self.touched)
 
     def _source(self, rel: str) -> bytes:
-        return (self.tree.base_source(rel) if rel in self.touched else self.tree.read(rel)) or b""
+        if rel not in self._sources:
+            self._sources[rel] = (self.tree.base_source(rel) if rel in self.touched else self.tree.read(rel)) or b""
+        return self._sources[rel]
 
     def defined(self) -> dict[str, list[str]]:
         """name -> the files with a JIT decorator that define a function of that name (JIT'd or not)."""
@@ -159,19 +173,22 @@ class _Index:
         if not jitted:
             return
         blocks = pyblocks.split(source)
+        # the names the module imports under another (from .u import helper as h): h is helper
+        aliases = {a.asname: a.name.rpartition(".")[2] for n in ast.walk(module)
+                   if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names if a.asname}
         for node in jitted:
             line = node.body[-1].lineno
             block = blocks.lines[line] if 0 < line < len(blocks.lines) else 0
             used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
                 {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+            used |= {aliases[n] for n in used if n in aliases}
             yield JitFunction(rel, node.name, blocks.names[block], blocks.digests[block], frozenset(used))
 
     def reach(self, kernel: str) -> list[JitFunction]:
         """The functions ``kernel`` may be named after, and the JIT'd functions they name, transitively."""
-        m = _KERNEL.fullmatch(kernel)
-        if m is None:
+        if self.blind:
             return []
-        todo = self.functions(kernel) + (self.functions(m["name"]) if m["suffix"] else [])
+        todo = [f for name in _names_of(kernel) for f in self.functions(name)]
         found: dict[tuple[str, str, str], JitFunction] = {}
         while todo:
             f = todo.pop()

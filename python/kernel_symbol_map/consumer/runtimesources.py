@@ -6,8 +6,9 @@ headers with a macro of its own (``-DOPS_JIT``). A change inside
 ``#ifdef OPS_JIT`` changes nothing the build emits, so output mode alone
 would skip the tests of the kernels the run-time compile makes; and those
 kernels are named as the build's, or are in no map at all. So a changed file
-the package compiles at run time is decided by source, in both modes. It
-runs:
+the package compiles at run time is also decided by source, in both modes:
+what else decides it (the builds' outputs, the map, the rules, or running
+everything for a file no map knows) still does, and it adds:
 
 * the tests that launched kernels of the objects that include it (the map's
   reach, as in source mode);
@@ -34,12 +35,13 @@ import posixpath
 from collections.abc import Callable, Sequence
 
 import pathspec
-from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern  # git's globs, as the rules'
 
 from .jitkernels import JitKernels
 from .kernelmap import KernelMap
 from .perfile import Verdict
 from .pythonfiles import PythonTree
+from .recordings import Recording
 
 BY = "run-time"  # how a Verdict of this module is named
 SUFFIXES = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".inc", ".inl", ".hip")
@@ -47,33 +49,48 @@ SUFFIXES = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".h
 
 def decide(changed: Sequence[str], kmaps: Sequence[KernelMap], jit: JitKernels, globs: Sequence[str],
            tree: PythonTree | None, canonical: Callable[[str], str] | None = None) -> dict[str, Verdict]:
-    """A verdict for each changed file the package compiles at run time; ``kmaps`` are of the recordings' commit."""
+    """For each changed file the package compiles at run time, the tests that change reaches as one (to add to
+    whatever else decides the file); ``kmaps`` are of the recordings' commit."""
     recordings = jit.recordings
     compiled = frozenset().union(*(r.jit_sources for r in recordings))
-    declared = pathspec.PathSpec.from_lines(GitIgnoreSpecPattern, globs)  # as the rules' (.rules) if globs else None
+    declared = pathspec.PathSpec.from_lines(GitIgnoreSpecPattern, globs) if globs else None
     inputs = _inputs_of(kmaps, compiled)
     found: dict[str, Verdict] = {}
-    known: frozenset[str] | None = None
+    # Found once for every file: the tests that launched kernels no map knows, with those kernels, and the
+    # recordings that compiled something at run time (few, in a suite of thousands).
+    unknown: list[tuple[Recording, list[str]]] | None = None
+    compilers = [r for r in recordings if r.jit_sources]
     for path in changed:
         spellings = _spellings(path, tree, canonical)
         why = _why(spellings, declared, compiled, inputs, tree)
         if why is None:
             continue
-        if known is None:
+        if unknown is None:
             known = frozenset().union(*(m.symbols for m in kmaps))
+            unknown = [(r, sorted(r.kernels - known)) for r in recordings if not r.kernels <= known]
+        text = _text(path, tree)
         reached = frozenset().union(*(r.symbols for m in kmaps for r in m.reach(path, canonical=canonical)))
-        tests: dict[str, str] = {}
-        for r in recordings:
-            if spellings & r.jit_sources:
-                tests[r.test] = f"it compiled {path} at run time"
-            elif hit := sorted(r.kernels & reached):
-                tests[r.test] = f"it launched {hit[0]}, of an object compiled from or including {path}"
-            elif unknown := sorted(k for k in r.kernels - known if jit.owner(r, k) is None):
-                tests[r.test] = f"it launched {unknown[0]}, a kernel no map knows: a run-time compile of {path} " \
+        tests: dict[str, str] = {r.test: f"it compiled {path} at run time" for r in compilers
+                                 if spellings & r.jit_sources}
+        if reached:
+            for r in recordings:
+                if r.test not in tests and (hit := sorted(r.kernels & reached)):
+                    tests[r.test] = f"it launched {hit[0]}, of an object compiled from or including {path}"
+        for r, kernels in unknown:
+            # a kernel a JIT'd Python function is named after is that function's, unless the file names it
+            if r.test not in tests and (made := [k for k in kernels if jit.owner(r, k) is None or k in text]):
+                tests[r.test] = f"it launched {made[0]}, a kernel no map knows: a run-time compile of {path} " \
                     "may have made it"
-        found[path] = Verdict(path, BY, f"the package compiles it at run time ({why}): decided by source, "
-                              f"{len(tests)} tests", tests)
+        found[path] = Verdict(path, BY, f"the package compiles it at run time ({why}): {len(tests)} tests", tests)
     return found
+
+
+def _text(path: str, tree: PythonTree | None) -> str:
+    """The file's text now and at the recordings' commit, as far as they can be read."""
+    rel = tree.key(path) if tree is not None else None
+    if tree is None or rel is None:
+        return ""
+    return b"\n".join(t for t in (tree.read(rel), tree.base_source(rel)) if t).decode("utf-8", "replace")
 
 
 def _spellings(path: str, tree: PythonTree | None, canonical: Callable[[str], str] | None) -> frozenset[str]:
@@ -101,6 +118,8 @@ def _inputs_of(kmaps: Sequence[KernelMap], compiled: frozenset[str]) -> dict[str
 def _why(spellings: frozenset[str], declared: pathspec.PathSpec | None, compiled: frozenset[str],
          inputs: dict[str, str], tree: PythonTree | None) -> str | None:
     """Why the file so spelled is compiled at run time; None when nothing says it is."""
+    if any(s.endswith(".py") for s in spellings):
+        return None  # Python: its coverage decides it (a JIT's Python is the recorder's, see .jit)
     for spelled in sorted(spellings):
         if declared is not None and declared.match_file(spelled):
             return "jit-sources names it"

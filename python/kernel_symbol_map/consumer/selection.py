@@ -292,10 +292,9 @@ def _by_sources(kmaps: Sequence[KernelMap], tests: list[str], jit: JitKernels, c
     launched = _tests_launching(recordings, [r.symbols for r in files if r.clearable])
     verdicts = {r.path: Verdict(r.path, "map", r.explain(), tests)
                 for r, tests in zip([r for r in files if r.clearable], launched, strict=True)}
-    run_time = runtimesources.decide(changed, kmaps, jit, options.jit_sources, tree, options.canonical)
-    verdicts.update(run_time)
-    undecided = _decide_others([r for r in files if not r.clearable and not _only_run_time(r, run_time)], verdicts,
-                               tests, recordings, options, kmaps, tree)
+    undecided = _decide_others([r for r in files if not r.clearable], verdicts, tests, recordings, options, kmaps,
+                               tree)
+    _with_run_time(verdicts, runtimesources.decide(changed, kmaps, jit, options.jit_sources, tree, options.canonical))
     if undecided:
         return _with_verdicts(fallback(*_everything_for(undecided), files), verdicts)
     reached: dict[str, str] = {}
@@ -380,13 +379,12 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     after = [_combine(p, rs) for p, *rs in zip(changed, *(m.reach(*changed, canonical=options.canonical)
                                                          for m in new), strict=True)]
     files = [b if b.status != "not-in-map" else a for b, a in zip(before, after, strict=True)]
-    run_time = runtimesources.decide(changed, base, jit, options.jit_sources, tree, options.canonical)
-    blocking = [r for b, a in zip(before, after, strict=True) if (r := _not_emitted(b, a)) is not None
-                and not _only_run_time(r, run_time)]
+    blocking = [r for b, a in zip(before, after, strict=True) if (r := _not_emitted(b, a)) is not None]
     verdicts = {f.path: Verdict(f.path, "emitted", "decided by what the two builds emitted")
                 for f in files if f.path not in {r.path for r in blocking}}
-    verdicts.update(run_time)  # whatever the builds emitted, the run-time compile may differ
     undecided = _decide_others(blocking, verdicts, tests, recordings, options, base, tree)
+    # whatever the builds emitted, what the package compiles at run time may differ
+    _with_run_time(verdicts, runtimesources.decide(changed, base, jit, options.jit_sources, tree, options.canonical))
     if undecided:
         return _with_verdicts(_in_output_mode(fallback(*_everything_for(undecided), files), None), verdicts)
     found = emitted.compare(base, new)
@@ -416,10 +414,15 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     return _in_output_mode(Selection(decisions, files=files, changed=list(changed), verdicts=verdicts), found)
 
 
-def _only_run_time(reach: Reach, run_time: dict[str, Verdict]) -> bool:
-    """A file no map knows that the package compiles at run time: decided by that alone. (One the build
-    compiles too is also decided as the build's: a host-only object, a configure input.)"""
-    return reach.path in run_time and reach.status == "not-in-map"
+def _with_run_time(verdicts: dict[str, Verdict], run_time: dict[str, Verdict]) -> None:
+    """Each file the package compiles at run time runs the tests its run-time compile reaches too, besides those
+    of the verdict it has (a file that runs everything still does)."""
+    for path, extra in run_time.items():
+        v = verdicts.get(path)
+        if v is not None and v.by == "everything":
+            continue
+        verdicts[path] = extra if v is None else Verdict(path, extra.by, f"{v.why}; {extra.why}",
+                                                         {**extra.tests, **v.tests})
 
 
 def _not_emitted(before: Reach, after: Reach) -> Reach | None:

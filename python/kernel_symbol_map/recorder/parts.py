@@ -277,7 +277,7 @@ def test_records(folder: Path, tests: list[str], commit: str, interrupted: str =
             for t in set(_targets(scope, tests, found)) | {t for t in lived if t in loaded}:
                 loaded[t].update(names)
         for scope, whys in part.lost.items():  # another CUPTI client held its records while the scope ran
-            for t in _targets(scope, tests, found):
+            for t in set(_targets(scope, tests, found)) | {t for t in lived if t in own}:
                 own[t] += [f"{part.name()}: {why}" for why in whys]
         if not part.complete and _scoped(part):
             # What it failed to record would have gone where its kernels go: its scopes, and the tests it lived in.

@@ -81,6 +81,7 @@ class ProcessRecorder:
         self.finished = False
         self.lost: dict[str, list[str]] = {}  # scope -> why its launches may have gone to another CUPTI client
         self._taken = ""  # why another CUPTI client holds this process's records now, until reclaim
+        self._foreign = ""  # another client was seen: it may disable CUPTI's kinds whenever it stops
         self.profilers: ProfilerWatch | None = None
 
     # -- life cycle -------------------------------------------------------
@@ -142,14 +143,14 @@ class ProcessRecorder:
             self.problems.append(f"CUPTI could not start: {e}")
             self.backend = None
             return
-        self.profilers = ProfilerWatch(self.taken, self.problems.append)
+        self.profilers = ProfilerWatch(self.taken, self.problems.append, lambda: self.reclaim(force=True))
 
     def taken(self, why: str) -> None:
         """Another CUPTI client took this process's activity records (a profiler started): what is ours so far
         is delivered to us first, and the current scope's record is incomplete, until :meth:`reclaim`."""
         if not self._taken:
             self._flush()
-        self._taken = why
+        self._taken = self._foreign = why
         self._lose(os.environ.get(SCOPE_VARIABLE) or self.default_scope)
 
     def _flush(self) -> None:
@@ -168,10 +169,10 @@ class ProcessRecorder:
             if self._taken not in whys:
                 whys.append(self._taken)
 
-    def reclaim(self) -> None:
-        """Register with CUPTI again after another client took its records (the plugin: when a test's call
-        ends, and at its end), so that later tests are complete again."""
-        if not self._taken or self.backend is None:
+    def reclaim(self, force: bool = False) -> None:
+        """Register with CUPTI again, and enable its kinds again, once another client was seen (the plugin: when
+        a test's call ends, and at its end; a profiler, when it stops), so that later tests are complete."""
+        if not (self._taken or self._foreign or force) or self.backend is None:
             return
         try:
             self.backend.reclaim()

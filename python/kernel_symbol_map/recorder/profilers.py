@@ -4,9 +4,10 @@ CUPTI delivers activity records to one registrant per process. A profiler
 that registers its own callbacks takes this process's kernel records from
 the recorder until the recorder registers again. The recorder sees such a
 start, has CUPTI deliver what is its own first, records the scope the start
-happened in as incomplete, with the reason, and registers again when the
-test's call ends (:meth:`.process.ProcessRecorder.reclaim`), so that later
-tests are complete.
+happened in as incomplete, with the reason, and registers again (and
+enables its kinds again) when the trace stops and when the test's call and
+the test end (:meth:`.process.ProcessRecorder.reclaim`), so that later tests
+are complete.
 
 Seen:
 
@@ -31,10 +32,11 @@ Taken = Callable[[str], None]  # another client took CUPTI's records now: why
 
 
 class ProfilerWatch:
-    """This process's watch over the profilers it imports."""
+    """This process's watch over the profilers it imports: ``taken`` when one starts a trace of the GPU,
+    ``stopped`` when it ends one (Kineto then disables CUPTI's kernel records: the recorder registers again)."""
 
-    def __init__(self, taken: Taken, problem: Callable[[str], None]) -> None:
-        self.taken, self.problem = taken, problem
+    def __init__(self, taken: Taken, problem: Callable[[str], None], stopped: Callable[[], None]) -> None:
+        self.taken, self.problem, self.stopped = taken, problem, stopped
         self.finder = imports.watch({"torch.autograd.profiler": self._torch}, self._failed)
 
     def _failed(self, module: str, error: BaseException) -> None:
@@ -43,8 +45,8 @@ class ProfilerWatch:
 
     def _torch(self, module: types.ModuleType) -> None:
         profile = module.profile
-        prepare = profile._prepare_trace  # both of torch's profilers start Kineto here
-        taken = self.taken
+        prepare, leave = profile._prepare_trace, profile.__exit__  # both of torch's profilers start and stop here
+        taken, stopped = self.taken, self.stopped
 
         def preparing(this: Any, *args: Any, **kwargs: Any) -> Any:
             if _on_device(this):
@@ -52,7 +54,15 @@ class ProfilerWatch:
                       "registers with CUPTI): this process's kernel records went to it")
             return prepare(this, *args, **kwargs)
 
+        def leaving(this: Any, *args: Any) -> Any:
+            try:
+                return leave(this, *args)
+            finally:
+                if _on_device(this):
+                    stopped()
+
         profile._prepare_trace = preparing
+        profile.__exit__ = leaving
 
 
 def _on_device(profile: Any) -> bool:

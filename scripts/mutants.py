@@ -1114,6 +1114,9 @@ MUTANTS = [
     Mutant("40.S9", "cpp_extension.load is not watched", "recorder/jit.py",
            "                built([s for s in sources if isinstance(s, (str, os.PathLike))])",
            "                pass", ("tests/test_jit.py",)),
+    Mutant("41.D1", "an object with code and empty digests reads as unchanged", "consumer/emitted.py",
+           '        if not o["object"].endswith(map_digests.PRECOMPILED_HEADERS):', "        if False:",
+           ("tests/test_emitted.py",)),
     Mutant("38.L1", "a test's libraries are not noted at its end", "recorder/pytest_plugin.py",
            "                self.recorder.note_libraries(item.nodeid)", "                pass", (NATIVE,)),
 ]

@@ -329,3 +329,23 @@ def test_merge_keeps_digests_only_when_every_shard_has_them_and_unites_toolchain
     assert "digests" not in merged
     s = select(KernelMap(base_map()), _tests(), ["csrc/many.cu"], base=[KernelMap(merged)])
     assert s.mode == "source" and "no digests" in s.mode_why
+
+
+def test_an_object_with_code_and_empty_digests_never_reads_as_unchanged() -> None:
+    """A kernel-less object whose digests are ``{}`` in both maps (no precompiled header): its host code was
+    never digested, so output mode cannot say it is unchanged; source mode decides, and says why."""
+    base, new = base_map(), base_map()
+    for doc in (base, new):
+        next(o for o in doc["objects"] if o["source"] == "csrc/bind.cpp")["digests"] = {}
+    s = _select(new, ["csrc/bind.cpp"], base=base)
+    assert s.mode == "source" and "empty digests and is no precompiled header" in s.mode_why, s.mode_why
+    assert sorted(s.to_run) == sorted(t.test for t in _tests())  # a host-only file, in source mode: every test
+    # A precompiled header's {} is what it is: its code shows in the objects compiled with it.
+    pch = {"source": "csrc/pch.hxx", "target": "ops", "object": "CMakeFiles/ops.dir/cmake_pch.hxx.gch",
+           "device": False, "symbols": [], "deps": ["csrc/pch.hxx"], "digests": {}}
+    base, new = base_map(), base_map()
+    base["objects"].append(dict(pch))
+    new["objects"].append(dict(pch))
+    _edit(new, "csrc/many.cu", code={1: "d1-new"})
+    s = _select(new, ["csrc/many.cu"], base=base)
+    assert s.mode == "output" and s.to_run == ["test_k1"], (s.mode_why, s.to_run)

@@ -88,7 +88,11 @@ def _undigested(o: dict) -> str:
     if digests is None:
         return "has no digests (its code could not be digested)"
     if not digests:
-        return "has kernels but empty digests (a malformed map)" if o["symbols"] else ""
+        if o["symbols"]:
+            return "has kernels but empty digests (a malformed map)"
+        if not o["object"].endswith(map_digests.PRECOMPILED_HEADERS):  # "nothing digested" is never "no change"
+            return "has empty digests and is no precompiled header: its host code was not digested"
+        return ""
     columns = (digests.get("code") or {}).values()
     if any(len(column) != len(o["symbols"]) for column in columns):
         return f"has digest lists that do not match its {len(o['symbols'])} symbols (a malformed map)"

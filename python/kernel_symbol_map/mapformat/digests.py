@@ -32,6 +32,9 @@ import hashlib
 from ..errors import MapError
 
 SCHEME = 2
+# A precompiled header's object ends in one of these (the build-tree model's PCH_SUFFIXES): its digests are
+# ``{}``, since its code shows in the objects compiled with it. No other object's may be.
+PRECOMPILED_HEADERS = (".gch", ".pch")
 
 
 @dataclass(frozen=True)

@@ -240,7 +240,11 @@ def _external_jit(jit: JitKernels, patterns: Sequence[str]) -> list[str]:
     """A note for each kernel ``--external-kernels`` matches that is a JIT'd function's: it is decided by the
     function's Python code instead, never skipped as external."""
     external = external_patterns(patterns)
-    named = {k: owner for r in jit.recordings for k in r.kernels if (owner := jit.owner(r, k)) is not None}
+    if not external:
+        return []
+    # only the kernels a JIT could be named after: those the records attribute, and those found by name
+    named = {k: owner for r in jit.recordings for k in r.kernels & (r.jit_kernels.keys() | jit.by_name.keys())
+             if (owner := jit.owner(r, k)) is not None}
     return [f"--external-kernels matches {k}, a kernel named after the JIT'd function {owner}: it is decided by "
             "that function's Python code, not as external" for k, owner in sorted(named.items())
             if any(p.fullmatch(k) for p in external)]

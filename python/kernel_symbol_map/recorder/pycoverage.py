@@ -70,7 +70,8 @@ class PythonCoverage:
         self.frames: dict[tuple[str, int], set[types.CodeType]] = defaultdict(set)  # a compiled frame's first line
         self.jit: JitWatch | None = None
         self._noted_codes: set[tuple[str, types.CodeType]] = set()
-        self.kernels: dict[tuple[str, str], set[str]] = defaultdict(set)  # (context, kernel) -> file:qualname
+        # (context, kernel) -> (file, qualname) of each function it is named after
+        self.kernels: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
         self._launched: set[tuple[str, types.FunctionType]] = set()
         self.sources: dict[str, set[str]] = defaultdict(set)  # context -> files compiled at run time
 
@@ -138,7 +139,7 @@ class PythonCoverage:
             return  # a hot loop's launches cost a set lookup each
         self._launched.add(key)
         self.kernels[(self.context, function.__name__)].add(
-            f"{os.path.realpath(function.__code__.co_filename)}:{function.__qualname__}")
+            (os.path.realpath(function.__code__.co_filename), function.__qualname__))
 
     def note(self, code: types.CodeType, context: str | None = None) -> None:
         """A JIT ran ``code`` in the current scope (or ``context``): its lines count as executed there."""
@@ -289,8 +290,7 @@ class PythonCoverage:
         outside it) it is named after."""
         found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         for (context, kernel), functions in self.kernels.items():
-            for function in functions:
-                path, _, qualname = function.rpartition(":")
+            for path, qualname in functions:
                 rel = _relative(path, root)
                 found[self._scope(context, path, default_scope)][kernel].add(f"{rel or path}:{qualname}")
         return {scope: {k: sorted(f) for k, f in sorted(kernels.items())} for scope, kernels in sorted(found.items())}

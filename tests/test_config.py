@@ -140,3 +140,16 @@ def test_each_flag_replaces_its_key(project: Path, monkeypatch: pytest.MonkeyPat
     assert _selection(capsys, *changed)["run"] == ["test_attention"]
     given = value if flag == "--external-kernels" else str(project / value)
     assert sorted(_selection(capsys, flag, given, *changed)["run"]) == run
+
+
+def test_a_table_path_spelled_as_a_name_is_a_path_when_that_file_is_there(tmp_path: Path) -> None:
+    """``map = "dist"`` beside a dist/ folder is that folder (as ``--map dist`` is); a name with nothing of
+    that name beside the pyproject is an installed package's."""
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "rules").write_text('{"rules": []}')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.kernel-symbol-map]\nmap = ["dist", "my_kernels"]\nrecordings = "recorded"\nrules = "rules"\n')
+    found = config.load(tmp_path, tmp_path)
+    assert found.get("map") == [str(tmp_path / "dist"), "my_kernels"]
+    assert found.get("recordings") == ["recorded"]
+    assert found.rules == str(tmp_path / "rules")

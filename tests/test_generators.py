@@ -223,6 +223,18 @@ def test_rules_walk_back_through_generated_generators(tmp_path: Path) -> None:
     assert rules.upstream([f"{tmp_path}/alias"])[0] == {"/src/tool.py.in", "/src/a.def"}
 
 
+def test_a_ninja_rule_s_implicit_inputs_are_inputs_of_what_it_makes(tmp_path: Path) -> None:
+    """``add_custom_command(DEPENDS ...)`` is written as implicit inputs (after ``|``): the generator script
+    feeds the file as much as its explicit input does; order-only inputs (after ``||``) do not."""
+    (tmp_path / "build.ninja").write_text(
+        "rule CUSTOM_COMMAND\n  command = x\n"
+        "build gen/b.cu: CUSTOM_COMMAND /src/b.def | /src/gen_b.py /src/tables.h || order_only\n"
+        "build gen/c.cu: CUSTOM_COMMAND | /src/gen_c.py\n")
+    rules = buildrules.read(tmp_path, "Ninja")
+    assert rules.upstream([f"{tmp_path}/gen/b.cu"])[0] == {"/src/b.def", "/src/gen_b.py", "/src/tables.h"}
+    assert rules.upstream([f"{tmp_path}/gen/c.cu"])[0] == {"/src/gen_c.py"}
+
+
 def test_makefile_rules_unescape_their_paths(tmp_path: Path) -> None:
     target = tmp_path / "CMakeFiles" / "t.dir"
     target.mkdir(parents=True)
@@ -267,3 +279,23 @@ def test_which_files_the_configure_wrote(tmp_path: Path) -> None:
     blind = Known.of(tmp_path / "nogit", [tmp_path / "nogit" / "build"], [], [], [], None)
     assert not blind.written_by_configure(f"{tmp_path}/nogit/a.cu")  # the map says so
     assert blind.written_by_configure(f"{tmp_path}/nogit/build/a.cu")  # a build folder needs no git
+
+
+def test_a_link_in_the_build_folder_to_a_file_outside_the_project_is_the_configure_s(tmp_path: Path) -> None:
+    """The configure chose what a link it made in the build folder points at: a header outside the project
+    (a system one, another checkout's) is no file the project or its rules own, so the link is written by
+    the configure; a link to a tracked file is that file."""
+    root, build, outside = tmp_path / "src", tmp_path / "src" / "build", tmp_path / "elsewhere"
+    (root / "csrc").mkdir(parents=True)
+    build.mkdir()
+    outside.mkdir()
+    (outside / "config.h").write_text("#define USE_FAST 1\n")
+    (root / "csrc" / "tracked.h").write_text("")
+    (build / "config.h").symlink_to(outside / "config.h")
+    (build / "tracked.h").symlink_to(root / "csrc" / "tracked.h")
+    subprocess.run([*GIT, "init", "-q", str(root)], check=True)
+    subprocess.run([*GIT, "-C", str(root), "add", "csrc/tracked.h"], check=True)
+    known = Known.of(root, [build], [], [], [], tracked_files(root))
+    assert known.written_by_configure(f"{build}/config.h")
+    assert not known.written_by_configure(f"{outside}/config.h")  # the file itself, read from outside
+    assert not known.written_by_configure(f"{build}/tracked.h")

@@ -7,8 +7,10 @@ chose when a spelling named several, and fails alike when nothing matches.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 
@@ -116,6 +118,25 @@ def test_a_folder_of_the_same_name_does_not_shadow_the_package(tmp_path: Path, m
     (tmp_path / "work" / "my_kernels").mkdir(parents=True)  # a source folder named as the package
     monkeypatch.chdir(tmp_path / "work")
     found = inputs.resolve("my_kernels")  # the folder holds no map: the package's is read, not shadowed
+    assert (found.kind, found.path) == ("package", site / "my_kernels" / inputs.MAP_NAME)
+
+
+@pytest.mark.parametrize("current", ["", "cwd"], ids=["empty-entry", "spelled-out"])
+def test_a_source_package_in_the_current_folder_never_stands_for_the_installed_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, current: str) -> None:
+    """``python -c`` and some launchers put the current folder on ``sys.path`` (as "" or spelled out): the
+    project's source package there (an ``__init__.py``, no map) must not hide the installed one's map."""
+    site = tmp_path / "site"
+    (site / "my_kernels").mkdir(parents=True)
+    (site / "my_kernels" / "__init__.py").write_text("")
+    (site / "my_kernels" / inputs.MAP_NAME).write_bytes(b"")  # found, not read
+    (tmp_path / "work" / "my_kernels").mkdir(parents=True)
+    (tmp_path / "work" / "my_kernels" / "__init__.py").write_text("")
+    monkeypatch.chdir(tmp_path / "work")
+    here = os.getcwd() if current == "cwd" else ""
+    monkeypatch.setattr(sys, "path", [here, str(site), *sys.path])
+    importlib.invalidate_caches()
+    found = inputs.resolve("my_kernels")
     assert (found.kind, found.path) == ("package", site / "my_kernels" / inputs.MAP_NAME)
 
 

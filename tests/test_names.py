@@ -229,6 +229,15 @@ def test_kernels_that_would_read_alike_are_labelled_apart() -> None:
     assert set(apart.values()) == {"k" * 100 + "(float*)", "k" * 100 + "(double*)"}
 
 
+def test_kernels_whose_whole_names_read_alike_are_labelled_by_their_mangled_names() -> None:
+    """Two files' static kernels of one name (nvcc -rdc) read alike to the last character, parameters and
+    all: a report still never prints two rows under one label, so each reads by its mangled name."""
+    one = "__nv_static_25__5e6268aa_4_a_cu_d50de116__Z5shiftPf"
+    two = "__nv_static_25__0badcafe_4_b_cu_1234abcd__Z5shiftPf"
+    assert full(one) == full(two) == "shift(float*)"
+    assert labels([one, two, "_Z4fillPi"]) == {one: one, two: two, "_Z4fillPi": "fill"}
+
+
 def test_instantiations_folded_alike_are_labelled_apart_by_their_arguments(tmp_path: Path) -> None:
     """Two instantiations CUB folds to one label (a long and an int size type) read by their whole names."""
     long_, int_ = (f"_ZN2ns1kIN2ns6policyILi{n}EEE{t}EEvv" for n, t in ((1, "l"), (1, "i")))

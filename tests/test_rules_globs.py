@@ -79,3 +79,18 @@ def test_a_bad_glob_is_one_error_naming_it(tmp_path) -> None:
     bad.write_text('{"rules": [{"paths": ["csrc/[z-a].cu"], "tests": []}]}')
     with pytest.raises(KernelSymbolMapError, match=r"rules\[0\]: bad glob 'csrc/\[z-a\]\.cu'"):
         StaticRules.read(bad)
+
+
+def test_a_file_several_rules_match_gets_every_rule_s_tests() -> None:
+    """A kernel source under csrc/ that is also a .cu file: both rules speak for it, and their tests add up."""
+    rules = StaticRules.parse({"rules": [
+        {"paths": ["csrc/**"], "tests": ["tests/test_kernels.py"]},
+        {"paths": ["docs/**"], "tests": []},
+        {"paths": ["*.cu"], "tests": ["tests/test_cuda.py", "tests/test_kernels.py"]},
+    ]})
+    assert rules.for_file("csrc/moe/x.cu") == ("tests/test_kernels.py", "tests/test_cuda.py")
+    assert rules.for_file("csrc/moe/x.h") == ("tests/test_kernels.py",)
+    chosen = rules.tests_for(["csrc/moe/x.cu"])
+    assert chosen is not None
+    tests = ["tests/test_cuda.py::test_a", "tests/test_kernels.py::test_b", "tests/test_other.py::test_c"]
+    assert chosen.chosen(tests) == tests[:2]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_selection_safety import git
 
 from kernel_symbol_map.cli import main
 from kernel_symbol_map.consumer.kernelmap import KernelMap
@@ -223,3 +224,79 @@ def test_rules_decide_each_file_and_may_name_no_test() -> None:
     assert result.to_run == ["test_b"] and result.decisions[1].reason == "rules"
     with pytest.raises(KernelSymbolMapError, match="non-empty"):
         StaticRules.parse({"rules": [{"paths": [], "tests": []}]})
+
+
+# Several maps of one commit (variants, shards): what any of them says about a changed file counts.
+
+C_K, D_K = "_Z8c_kernelv", "_Z8d_kernelv"
+
+
+def moe_document(commit: str) -> dict[str, Any]:
+    """Another variant's map: target moe compiles csrc/c.cu (kernel C_K, including include/a.cuh too) and
+    csrc/d.cu (D_K)."""
+    return document(commit) | {"objects": [
+        {"source": "csrc/c.cu", "target": "moe", "object": "$BUILD/c.cu.o", "device": True, "symbols": [C_K],
+         "deps": ["csrc/c.cu", "include/a.cuh"]},
+        {"source": "csrc/d.cu", "target": "moe", "object": "$BUILD/d.cu.o", "device": True, "symbols": [D_K],
+         "deps": ["csrc/d.cu"]},
+    ]}
+
+
+def test_whole_target_widens_to_the_targets_of_every_map_that_compiles_the_file() -> None:
+    """include/a.cuh is compiled into target ops in one map and target moe in the other: --whole-target runs
+    the tests of every kernel of both targets, whichever map comes first."""
+    recordings = [Recording(t, frozenset({k}), True, ONE, "")
+                  for t, k in (("test_a", A_K), ("test_b", B_K), ("test_c", C_K), ("test_d", D_K))]
+    ops, moe = KernelMap(document(ONE)), KernelMap(moe_document(ONE))
+    for maps in ([ops, moe], [moe, ops]):
+        result = select(maps, recordings, ["include/a.cuh"], options=Options(whole_target=True))
+        assert result.fallback is None
+        assert {d.test: d.reason for d in result.decisions} == {
+            "test_a": "launched", "test_b": "same-target", "test_c": "launched", "test_d": "same-target"}
+        # without --whole-target only the kernels compiled from the header run
+        assert select(maps, recordings, ["include/a.cuh"]).to_run == ["test_a", "test_c"]
+
+
+def test_a_script_any_map_s_configure_runs_is_never_cleared_by_python_coverage(tmp_path: Path) -> None:
+    """tools/gen.py is run by cmake/gen.cmake, a configure input of one variant's map only: its changes are
+    compiled, not tested, so the one test coverage saw run it is not all that runs, whichever map comes
+    first. With no map naming the script, coverage decides it."""
+    repo = tmp_path / "repo"
+    (repo / "tools").mkdir(parents=True)
+    (repo / "cmake").mkdir()
+    (repo / "tools" / "gen.py").write_text("def main():\n    return 1\n")
+    (repo / "cmake" / "gen.cmake").write_text(
+        "execute_process(COMMAND ${Python_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tools/gen.py)\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    commit = git(repo, "rev-parse", "HEAD")
+    recordings = [  # test_a ran a block of tools/gen.py that is gone now; test_b ran none of it
+        Recording("test_a", frozenset({A_K}), True, commit, "", python={"tools/gen.py": frozenset({"gone"})}),
+        Recording("test_b", frozenset({B_K}), True, commit, "", python={}),
+    ]
+    plain = KernelMap(document(commit))
+    generating = KernelMap(document(commit) | {"configure_inputs": ["cmake/gen.cmake"]})
+    options = Options(source_root=repo)
+    for maps in ([plain, generating], [generating, plain]):
+        result = select(maps, recordings, ["tools/gen.py"], options=options)
+        assert result.fallback == "file-not-in-map" and result.to_run == ["test_a", "test_b"]
+        assert "the build runs it (cmake/gen.cmake:1 names it)" in result.fallback_why
+    result = select([plain], recordings, ["tools/gen.py"], options=options)
+    assert result.fallback is None and result.to_run == ["test_a"]
+    assert result.verdicts["tools/gen.py"].by == "python"
+
+
+def test_an_empty_change_set_allowed_still_runs_the_tests_evidence_cannot_clear() -> None:
+    """--allow-empty: no file changed, so no file was decided by the rules; each test is cleared by its own
+    recording or runs (an incomplete recording, one of another commit)."""
+    recordings = [Recording("test_a", frozenset({A_K}), True, ONE, ""),
+                  Recording("test_b", frozenset({B_K}), False, ONE, "", why_incomplete="the process crashed"),
+                  Recording("test_c", frozenset({B_K}), True, TWO, "")]
+    rules = StaticRules.parse({"rules": [{"paths": ["docs/**"], "tests": []}]})
+    for given in (None, rules):
+        result = select([KernelMap(document(ONE))], recordings, [], options=Options(rules=given, allow_empty=True))
+        assert result.fallback is None and result.verdicts == {}
+        assert {d.test: d.reason for d in result.decisions} == {
+            "test_a": "not-reached", "test_b": "recording-incomplete", "test_c": COMMIT_MISMATCH}
+        assert result.to_run == ["test_b", "test_c"]

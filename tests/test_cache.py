@@ -123,3 +123,25 @@ def test_no_cache_writes_no_cache(kernel_builds: dict[str, Build], tmp_path: Pat
         (folder / name).unlink(missing_ok=True)
     _map(b, tmp_path / "m.json.gz", "--no-cache")
     assert not (folder / "cache.json").exists() and not (folder / "last-run.json").exists()
+
+
+def test_digests_cached_by_another_scheme_are_taken_again(kernel_builds: dict[str, Build], tmp_path: Path) -> None:
+    """A cache written when digests meant something else (another scheme) is never served: its entries hold
+    old digests, and an old record says less than a new one must."""
+    from kernel_symbol_map.producer.cache import ObjectCache
+
+    b = kernel_builds["newest-ninja"]
+    truth = _map(b, tmp_path / "truth.json.gz", "--no-cache")
+    _map(b, tmp_path / "warm.json.gz")
+    path = b.build / ".kernel_symbol_map" / "cache.json"
+    cache = ObjectCache(b.build, json.loads(path.read_text().splitlines()[0])["tool"])  # as this version wrote it
+    assert cache.entries
+    for entry in cache.entries.values():  # as an older version wrote them
+        entry["value"].pop("scheme", None)
+        if entry["value"]["digests"]:
+            entry["value"]["digests"] = {"host": "0" * 16}
+    cache.changed = True
+    cache.save(cache.entries)
+    (b.build / ".kernel_symbol_map" / "last-run.json").unlink()
+    again = _map(b, tmp_path / "again.json.gz")
+    assert again["objects"] == truth["objects"]

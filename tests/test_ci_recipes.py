@@ -402,7 +402,7 @@ def test_select_steps_on_malformed_input_never_tracebacks(tmp_path: Path, mode: 
 
 # ---- issue 27: the flow that selects after the change's build (output mode, --base-map) -----------------------
 # Maps shaped as `build` writes them: map-level "digests" (the scheme) and "toolchain", and per object
-# "digests": {"host": hex, "code": {arch: [hex per symbol, aligned with "symbols"]}}. csrc/act.cu compiles
+# "digests": {"covers": ..., "host": hex, "code": {arch: [hex per symbol, aligned with "symbols"]}}. csrc/act.cu compiles
 # three kernels into one object, csrc/bind.cpp is host code only (no kernels).
 
 ACT, BIND = "csrc/act.cu", "csrc/bind.cpp"
@@ -424,12 +424,12 @@ def digest_map(path: Path, commit: str, *, code: dict[str, str] | None = None, h
     objects = [
         {"source": ACT, "target": "ops", "object": "CMakeFiles/ops.dir/csrc/act.cu.o", "device": True,
          "symbols": list(kernels), "deps": [ACT, "csrc/act.cuh"], "archs": ["sm_80"],
-         "digests": {"host": host, "code": columns}},
+         "digests": {"covers": {"host": "digested", "kernels": len(kernels)}, "host": host, "code": columns}},
         {"source": BIND, "target": "ops", "object": "CMakeFiles/ops.dir/csrc/bind.cpp.o", "device": False,
-         "symbols": [], "deps": [BIND, "csrc/act.cuh"], "digests": {"host": host_only}},
+         "symbols": [], "deps": [BIND, "csrc/act.cuh"], "digests": {"covers": {"host": "digested", "kernels": 0}, "host": host_only}},
     ]
     doc = {"version": 1, "commit": commit, "cuda": "13.0", "generated_at": "", "build_dirs": ["$BUILD"],
-           "incomplete": False, "errors": [], "stats": {}, "backend": "cuda", "digests": 2,
+           "incomplete": False, "errors": [], "stats": {}, "backend": "cuda", "digests": 3,
            "toolchain": {"CUDA": toolchain, "CXX": "GNU 12.2.0"}, "configure_inputs": ["CMakeLists.txt"],
            "objects": objects}
     path.parent.mkdir(parents=True, exist_ok=True)

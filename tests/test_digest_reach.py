@@ -28,18 +28,23 @@ __global__ void reader(int* x) {{ x[0] = table[x[1] & 3]; }}
 __global__ void says(int* x) {{ if (x[0] < 0) printf("{message}", x[0]); }}
 __global__ void alone(int* x) {{ x[0] = 7; }}
 """
-# Relocatable: nvcc keeps target as a function of its own (whole-program code clones it into its caller).
+# Relocatable: nvcc keeps target as a function of its own (whole-program code clones it into its caller), and
+# chain's callees too. No kernel calls through a pointer (an indirect call would fold in every function).
 RDC_SOURCE = """#include <cstdio>
-__device__ __noinline__ void target(int v) {{ printf("{message}", v); }}
+__device__ __noinline__ void target(int v) {{ printf("{message}", v * {target}); }}
 __device__ void (*pointer)(int) = target;
-__global__ void through(int* x) {{ if (x[1]) pointer(x[0]); else target(x[0]); }}
+__global__ void through(int* x) {{ target(x[0]); }}
 __global__ void alone(int* x) {{ x[0] = 7; }}
+__device__ __noinline__ int inner(int v) {{ return v * {inner}; }}
+__device__ __noinline__ int outer(int v) {{ return inner(v) + 1; }}
+__global__ void chain(int* x) {{ x[0] = outer(x[1]); }}
 """
-BASE = {"table": "4", "helper": "2", "message": "negative: %d\\n"}
+BASE = {"table": "4", "helper": "2", "message": "negative: %d\\n", "target": "3", "inner": "5"}
 VARIANTS = {"base": {}, "table": {"table": "5"}, "message": {"message": "below zero: %d\\n"},
-            "rdc-base": {}, "rdc-message": {"message": "below zero: %d\\n"}}
+            "rdc-base": {}, "rdc-message": {"message": "below zero: %d\\n"}, "rdc-target": {"target": "4"},
+            "rdc-inner": {"inner": "6"}}
 K = {"direct": "_Z6directPi", "reader": "_Z6readerPi", "says": "_Z4saysPi", "alone": "_Z5alonePi"}
-RDC = {"through": "_Z7throughPi", "alone": "_Z5alonePi"}
+RDC = {"through": "_Z7throughPi", "alone": "_Z5alonePi", "chain": "_Z5chainPi"}
 
 
 @pytest.fixture(scope="session")
@@ -81,9 +86,16 @@ def test_the_users_device_data_is_every_kernels(reach: dict[str, Path]) -> None:
 
 
 def test_a_function_module_data_points_at_is_every_kernels_with_what_it_reads(reach: dict[str, Path]) -> None:
-    """``pointer`` holds target's address, so any kernel may call it: the literal it prints is every kernel's
-    too, not only through's (which calls it by name too, so the literal is reached, not left over)."""
+    """``pointer`` holds target's address, so any kernel may call it (the host may hand the pointer to code
+    linked with this object): its code, and the literal it prints, are every kernel's, not only through's
+    (which calls it by name, so neither is left over for the module)."""
     assert _changed(reach, "rdc-message")["sm_80"] == set(RDC)
+    assert _changed(reach, "rdc-target") == {"sm_80": set(RDC), "compute_80": set(RDC)}
+
+
+def test_a_change_in_a_function_a_callee_calls_reaches_the_kernel(reach: dict[str, Path]) -> None:
+    """chain -> outer -> inner: a change in inner is chain's, in SASS and in PTX, and no other kernel's."""
+    assert _changed(reach, "rdc-inner") == {"sm_80": {"chain"}, "compute_80": {"chain"}}
 
 
 def test_where_the_bank_encoding_is_unchecked_every_kernel_reads_every_bank(

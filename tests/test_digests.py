@@ -75,6 +75,11 @@ RDC = {
                  "__device__ int (*table[1])(int);\n"
                  "__global__ void setter(int* x) { table[0] = target2; }\n"
                  "__global__ void user(int* x) { x[0] = table[0](x[1]); }\n",
+    # An indirect call through a pointer from elsewhere (code linked with this object may take callee's
+    # address): callee, which direct reaches by name and nothing here takes the address of, is user's too.
+    "param.cu": "__device__ __noinline__ int callee(int x) { return x * HELPER_SCALE; }\n"
+                "__global__ void direct(int* x) { x[0] = callee(x[1]); }\n"
+                "__global__ void through_param(int (*p)(int), int* x) { x[0] = p(x[1]); }\n",
 }
 VARIANTS = ["base", "again", "body", "comment", "header", "shared", "constant", "host"]
 
@@ -102,17 +107,21 @@ def digest_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         (src / name).write_text(text)
     for scale in ("2", "3"):
         commands = [[nvcc, "-c", "-rdc=true", "-arch=sm_80", f"-DHELPER_SCALE={scale}", f"{n}.cu", "-o",
-                     str(out / f"{n}{scale}.o")] for n in ("caller", "helper", "indirect", "stored")]
+                     str(out / f"{n}{scale}.o")] for n in ("caller", "helper", "indirect", "stored", "param")]
         toolchains.run_all(commands, cwd=src)
         toolchains.run([nvcc, "-dlink", "-arch=sm_80", str(out / f"caller{scale}.o"), str(out / f"helper{scale}.o"),
                         "-o", str(out / f"dlink{scale}.o")], cwd=src)
-        for n in ("caller", "helper", "dlink", "indirect", "stored"):
+        for n in ("caller", "helper", "dlink", "indirect", "stored", "param"):
             found[f"{n}{scale}"] = out / f"{n}{scale}.o"
     toolchains.run_all([[nvcc, "-c", "-arch=sm_80", f"-DFILL_VALUE={v}", "tmpl.cu", "-o", str(out / f"tmpl{v}.o")]
                         for v in ("1", "2")], cwd=src)
     for pair, second in (("joined_same", "1"), ("joined_other", "2")):
         toolchains.run(["ld", "-r", str(out / "tmpl1.o"), str(out / f"tmpl{second}.o"), "-o", str(out / f"{pair}.o")])
         found[pair] = out / f"{pair}.o"
+    for scale in ("2", "3"):  # two relocatable images of one architecture, the second's helper changed
+        found[f"rdc_joined{scale}"] = out / f"rdc_joined{scale}.o"
+        toolchains.run(["ld", "-r", str(out / "caller2.o"), str(out / f"helper{scale}.o"), "-o",
+                        str(found[f"rdc_joined{scale}"])])
     return found
 
 
@@ -244,18 +253,39 @@ def test_relocatable_device_code_has_a_digest_of_its_whole_image(digest_corpus: 
     assert _read_and_measure(read_kernels, digest_corpus["caller2"])[2]["relocatable"] == \
         _read_and_measure(read_kernels, digest_corpus["caller3"])[2]["relocatable"]
     assert "relocatable" not in _read_and_measure(read_kernels, digest_corpus["base"])[2]
+    # ld -r of caller.o and helper.o: two relocatable sm_80 images, and the second one's change counts
+    joined = [_read_and_measure(read_kernels, digest_corpus[f"rdc_joined{s}"])[2]["relocatable"] for s in "23"]
+    assert joined[0].keys() == {"sm_80"} and joined[0] != joined[1]
 
 
 def test_a_function_reached_only_through_a_pointer_is_every_kernels(digest_corpus: dict[str, Path]) -> None:
     """No relocation or call of through_pointer names target(), the pointer's initialiser (a module section)
-    does; user calls what setter stored: in SASS and in PTX, each indirect callee is folded into every
-    kernel of the image."""
-    for name, kernel in (("indirect", "_Z15through_pointerPi"), ("stored", "_Z4userPi")):
+    does; user calls what setter stored; through_param calls what it is handed: in SASS and in PTX, each
+    indirect callee is folded into every kernel of the image."""
+    for name, kernel in (("indirect", "_Z15through_pointerPi"), ("stored", "_Z4userPi"),
+                         ("param", "_Z13through_paramPFiiEPi")):
         _, before, _ = _digests(digest_corpus[f"{name}2"])
         _, after, _ = _digests(digest_corpus[f"{name}3"])
         assert before[kernel].keys() == after[kernel].keys() == {"sm_80", "compute_80"}
         for arch in before[kernel]:
             assert before[kernel][arch] != after[kernel][arch], (kernel, arch)
+
+
+def test_an_archive_says_its_host_code_is_not_digested(digest_corpus: dict[str, Path], cuda_corpus: dict[str, Path],
+                                                      tmp_path: Path) -> None:
+    """A static archive read as one object: its members' host code is not digested, and the record says so
+    (it never claims to be device code alone), so output mode decides it by sources. A raw cubin or fatbin
+    is device code alone: it has no host code to digest."""
+    archive = tmp_path / "libbase.a"
+    toolchains.run(["ar", "rcs", str(archive), str(digest_corpus["base"])])
+    result, _sizes, packed = _read_and_measure(read_kernels, archive)
+    assert packed is not None and result.symbols and "host" not in packed["covers"], packed["covers"]
+    o = {"object": "libbase.a", "device": True, "symbols": list(result.symbols), "digests": packed}
+    assert map_digests.uncovered(o) == "has host code that was not digested"
+    for raw in ("raw.cubin", "raw.fatbin"):
+        packed = _read_and_measure(read_kernels, cuda_corpus[raw])[2]
+        assert packed is not None and packed["covers"]["host"] == "device image" and "host" not in packed, raw
+        assert packed["covers"]["kernels"] > 0, raw
 
 
 def test_a_kernel_in_two_images_of_one_architecture_has_both_in_its_digest(digest_corpus: dict[str, Path]) -> None:
@@ -279,19 +309,19 @@ def test_hip_code_objects_are_digested_whole(hip_corpus: dict[str, Path]) -> Non
     assert _read_and_measure(read_kernels, hip_corpus["clang_rdc.o"])[2]["relocatable"]  # linked elsewhere
 
 
-# What scheme 2 gives for committed objects (tests/data/fuzz/objects): a change to how any digest is taken
+# What scheme 3 gives for committed objects (tests/data/fuzz/objects): a change to how any digest is taken
 # changes these, and must bump mapformat.digests.SCHEME, or a base map of the old definition would be
 # compared with a new one and every kernel would look changed.
 PINNED = {
-    'cuda.o': {'host': 'aff0aa8870822b5f', 'code': {'sm_80': ['5948bd219c3f2cfd', 'ad1146e045543df1', '5beedf756c0b8f14', 'ba065ec3ae4cdde3', '0b55f3029ec19e74']}},
-    'cuda_ptx.o': {'host': '83d94e1e85156f39', 'code': {'compute_90': ['cd96c6452e60c358', '75ef10cfaaea200e', 'dd116c9119c9a8e6']}},
-    'cuda_rdc.o': {'host': '9a9eea662a6d9c9d', 'code': {'sm_80': ['ca1a6ed03c79b0e6']}, 'relocatable': {'sm_80': '4d026057766c6d5f'}},
-    'hip.o': {'host': 'e1852b77f94bf77c', 'code': {'gfx90a': ['985501757dc7e861', '985501757dc7e861', '985501757dc7e861']}, 'whole': ['gfx90a']},
+    'cuda.o': {'covers': {'host': 'digested', 'kernels': 5}, 'host': 'aff0aa8870822b5f', 'code': {'sm_80': ['5948bd219c3f2cfd', 'ad1146e045543df1', '5beedf756c0b8f14', 'ba065ec3ae4cdde3', '0b55f3029ec19e74']}},
+    'cuda_ptx.o': {'covers': {'host': 'digested', 'kernels': 3}, 'host': '83d94e1e85156f39', 'code': {'compute_90': ['cd96c6452e60c358', '75ef10cfaaea200e', 'dd116c9119c9a8e6']}},
+    'cuda_rdc.o': {'covers': {'host': 'digested', 'kernels': 1}, 'host': '9a9eea662a6d9c9d', 'code': {'sm_80': ['31bf404c22ac52b3']}, 'relocatable': {'sm_80': '4d026057766c6d5f'}},
+    'hip.o': {'covers': {'host': 'digested', 'kernels': 3}, 'host': 'e1852b77f94bf77c', 'code': {'gfx90a': ['985501757dc7e861', '985501757dc7e861', '985501757dc7e861']}, 'whole': ['gfx90a']},
 }
 
 
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_the_digest_scheme_is_pinned(name: str) -> None:
     _, _, packed = _read_and_measure(read_kernels, Path(__file__).parent / "data" / "fuzz" / "objects" / name)
-    assert map_digests.SCHEME == 2 and packed == PINNED[name], \
+    assert map_digests.SCHEME == 3 and packed == PINNED[name], \
         "a digest's definition changed: bump mapformat.digests.SCHEME and update PINNED"

@@ -20,6 +20,7 @@ import pytest
 from kernel_symbol_map.consumer.kernelmap import KernelMap
 from kernel_symbol_map.consumer.recordings import Recording
 from kernel_symbol_map.consumer.selection import Options, select
+from kernel_symbol_map.mapformat import digests as map_digests
 
 BASE = "a" * 40
 TOOLCHAIN = {"CUDA": "NVIDIA 13.0.88", "CXX": "GNU 12.2.0"}
@@ -29,7 +30,7 @@ def _object(source: str, symbols: list[str], deps: list[str], host: str, code: l
             ) -> dict[str, Any]:
     entry: dict[str, Any] = {"source": source, "target": target, "object": f"CMakeFiles/{target}.dir/{source}.o",
                              "device": bool(symbols), "symbols": symbols, "deps": sorted({source, *deps}),
-                             "digests": {"host": host}}
+                             "digests": {"covers": {"host": "digested", "kernels": len(symbols)}, "host": host}}
     if symbols:
         entry["archs"] = ["sm_80"]
         entry["digests"]["code"] = {"sm_80": code}
@@ -38,7 +39,8 @@ def _object(source: str, symbols: list[str], deps: list[str], host: str, code: l
 
 def _map(objects: list[dict[str, Any]], commit: str = BASE, **extra: Any) -> dict[str, Any]:
     return {"version": 1, "commit": commit, "cuda": "13.0", "generated_at": "", "build_dirs": ["$BUILD"],
-            "incomplete": False, "errors": [], "objects": objects, "stats": {}, "backend": "cuda", "digests": 2,
+            "incomplete": False, "errors": [], "objects": objects, "stats": {}, "backend": "cuda",
+            "digests": map_digests.SCHEME,
             "toolchain": dict(TOOLCHAIN), "configure_inputs": ["CMakeLists.txt"], **extra}
 
 
@@ -115,15 +117,33 @@ def test_whole_target_widens_a_host_change_to_its_targets_kernels() -> None:
     assert _select(new, ["csrc/other.cu"], whole_target=True).to_run == ["test_k0", "test_k1", "test_k2", "test_o0"]
 
 
+def _kernels(o: dict[str, Any], digests: dict[str, str]) -> None:
+    """The object's kernels become ``digests``' (kernel -> its sm_80 digest), as a build writes them."""
+    o["symbols"], o["digests"]["code"]["sm_80"] = list(digests), list(digests.values())
+    o["digests"]["covers"]["kernels"] = len(digests)
+
+
 def test_kernels_that_appear_or_go_away_run_their__tests() -> None:
     new = base_map()
-    o = new["objects"][0]
-    o["symbols"], o["digests"]["code"]["sm_80"] = ["k0", "k1"], ["d0", "d1"]  # k2 went away
+    _kernels(new["objects"][0], {"k0": "d0", "k1": "d1"})  # k2 went away
     s = _select(new, ["csrc/many.cu"])
     assert s.to_run == ["test_k2"]
-    new["objects"][1]["symbols"] = ["o0", "o_new"]
-    new["objects"][1]["digests"]["code"]["sm_80"] = ["e0", "e9"]
+    _kernels(new["objects"][1], {"o0": "e0", "o_new": "e9"})
     assert _select(new, ["csrc/other.cu"]).emitted.kernels == {"k2": "removed", "o_new": "added"}
+
+
+def test_an_object_in_one_build_only_is_compared_as_added_and_removed() -> None:
+    """A source renamed (other.cu -> other2.cu, the same code): the old object went away and a new one
+    appeared. Their kernels' tests run, and both objects' host code counts as changed."""
+    new = base_map()
+    o = new["objects"][1]
+    o["source"], o["object"], o["deps"] = "csrc/other2.cu", "CMakeFiles/ops.dir/csrc/other2.cu.o", \
+        ["csrc/common.cuh", "csrc/other2.cu"]
+    s = _select(new, ["csrc/other.cu", "csrc/other2.cu"])
+    assert s.to_run == ["test_o0"], s.to_run
+    assert s.emitted is not None and s.emitted.kernels == {"o0": "removed"}  # in its first object's order
+    assert sorted((h.source, h.how) for h in s.emitted.hosts) == [("csrc/other.cu", "removed"),
+                                                                  ("csrc/other2.cu", "added")]
 
 
 def test_a_kernel_changed_only_in_the_device_link_image_runs_its_tests() -> None:
@@ -321,7 +341,7 @@ def test_merge_keeps_digests_only_when_every_shard_has_them_and_unites_toolchain
 
     a, b = base_map(), base_map()
     b["objects"] = [_object("csrc/shard.cu", ["s0"], [], "h-shard", ["s0d"])]
-    assert mapformat.merge([a, b], ["a", "b"])["digests"] == 2
+    assert mapformat.merge([a, b], ["a", "b"])["digests"] == map_digests.SCHEME
     b["toolchain"] = {"CUDA": "NVIDIA 12.8.93"}
     assert mapformat.merge([a, b], ["a", "b"])["toolchain"]["CUDA"] == "NVIDIA 12.8.93, NVIDIA 13.0.88"
     del b["digests"]
@@ -331,21 +351,61 @@ def test_merge_keeps_digests_only_when_every_shard_has_them_and_unites_toolchain
     assert s.mode == "source" and "no digests" in s.mode_why
 
 
-def test_an_object_with_code_and_empty_digests_never_reads_as_unchanged() -> None:
-    """A kernel-less object whose digests are ``{}`` in both maps (no precompiled header): its host code was
-    never digested, so output mode cannot say it is unchanged; source mode decides, and says why."""
+def test_an_object_with_code_and_empty_digests_never_reads_as_unchanged(tmp_path: Path) -> None:
+    """A kernel-less object whose digests are ``{}`` in both maps: ``{}`` says nothing of what it covers, so
+    the map breaks the format's rules and holds no evidence: every test runs, and the CLI says why."""
     base, new = base_map(), base_map()
     for doc in (base, new):
         next(o for o in doc["objects"] if o["source"] == "csrc/bind.cpp")["digests"] = {}
     s = _select(new, ["csrc/bind.cpp"], base=base)
-    assert s.mode == "source" and "empty digests and is no precompiled header" in s.mode_why, s.mode_why
-    assert sorted(s.to_run) == sorted(t.test for t in _tests())  # a host-only file, in source mode: every test
-    # A precompiled header's {} is what it is: its code shows in the objects compiled with it.
-    pch = {"source": "csrc/pch.hxx", "target": "ops", "object": "CMakeFiles/ops.dir/cmake_pch.hxx.gch",
-           "device": False, "symbols": [], "deps": ["csrc/pch.hxx"], "digests": {}}
+    assert sorted(s.to_run) == sorted(t.test for t in _tests()) and s.fallback == "map-incomplete"
+    assert "objects[2].digests: an object with code must say what its digests cover" in s.fallback_why
+    proc = _cli(tmp_path, "--map", str(_write(tmp_path / "new.json.gz", new)), "--base-map",
+                str(_write(tmp_path / "base.json.gz", base)), "--changed", "csrc/bind.cpp", "--json")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert json.loads(proc.stdout)["skip"] == [] and "must say what its digests cover" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("record", "why"), [
+    ({"covers": {"kernels": 0}}, "has host code that was not digested"),  # an archive's, say
+    ({"covers": {"host": "digested", "kernels": 0}}, "holds no host digest"),
+    ({"covers": {"host": "precompiled header", "kernels": 0}}, "says it is a precompiled header"),
+    ({"covers": {"host": "device image", "kernels": 0}}, "holds no device code"),
+    ({"host": "h-bind"}, "do not say what they cover"),  # a writer that does not say
+])
+def test_digests_that_do_not_cover_an_object_decide_by_sources(record: dict[str, Any], why: str) -> None:
+    """A record that leaves out the object's host code, or claims what the object contradicts, is never
+    "unchanged": source mode decides, and says why."""
     base, new = base_map(), base_map()
-    base["objects"].append(dict(pch))
-    new["objects"].append(dict(pch))
+    for doc in (base, new):
+        next(o for o in doc["objects"] if o["source"] == "csrc/bind.cpp")["digests"] = copy.deepcopy(record)
+    s = _select(new, ["csrc/bind.cpp"], base=base)
+    assert s.mode == "source" and why in s.mode_why and "csrc/bind.cpp" in s.mode_why, s.mode_why
+    assert sorted(s.to_run) == sorted(t.test for t in _tests())  # a host-only file, in source mode: every test
+
+
+def test_a_record_must_cover_every_kernel_it_lists() -> None:
+    """Digests of two of three kernels (the count says so, or a column leaves one out): sources decide."""
+    new = base_map()
+    new["objects"][0]["digests"]["covers"]["kernels"] = 2
+    s = _select(new, ["csrc/many.cu"])
+    assert s.mode == "source" and "cover 2 of its 3 kernels" in s.mode_why, s.mode_why
+    new = base_map()
+    new["objects"][0]["digests"]["code"]["sm_80"][2] = ""
+    assert "has no digest of kernel k2" in _select(new, ["csrc/many.cu"]).mode_why
+
+
+def test_precompiled_headers_and_device_images_need_no_host_digest() -> None:
+    """A precompiled header has no code of its own (its code shows in the objects compiled with it); a
+    raw cubin, fatbin or PTX file has no host code: neither keeps output mode from deciding."""
+    pch = {"source": "csrc/pch.hxx", "target": "ops", "object": "CMakeFiles/ops.dir/cmake_pch.hxx.gch",
+           "device": False, "symbols": [], "deps": ["csrc/pch.hxx"], "digests": map_digests.precompiled_header()}
+    cubin = {"source": "csrc/raw.cu", "target": "cubins", "object": "CMakeFiles/cubins.dir/csrc/raw.cubin",
+             "device": True, "symbols": ["r0"], "deps": ["csrc/raw.cu"], "archs": ["sm_80"],
+             "digests": {"covers": {"host": "device image", "kernels": 1}, "code": {"sm_80": ["r0d"]}}}
+    base, new = base_map(), base_map()
+    for doc in (base, new):
+        doc["objects"] += [copy.deepcopy(pch), copy.deepcopy(cubin)]
     _edit(new, "csrc/many.cu", code={1: "d1-new"})
     s = _select(new, ["csrc/many.cu"], base=base)
     assert s.mode == "output" and s.to_run == ["test_k1"], (s.mode_why, s.to_run)

@@ -1,4 +1,4 @@
-"""What the build emitted: two builds' digests compared, kernel by kernel and object by object (issue 27).
+"""What the build emitted: two builds' digests compared, kernel by kernel and object by object.
 
 The base maps are of the commit the recordings were made at; the new maps of
 the change's own build. Objects are matched by target and path. A kernel
@@ -15,9 +15,11 @@ where no map may see the link.
 
 Nothing here reads sources or deps: this is the build's own answer, as good as
 the build. :func:`unusable` says when two sets of maps cannot be compared: a
-map without digests, digests of another scheme, or an object with device code
-whose digests do not cover its kernels (then the comparison falls back to
-sources); or maps built by other compilers (then every digest would differ).
+map without digests, digests of another scheme, or an object whose digests do
+not cover its host code and each of its kernels, as the record itself says
+(``mapformat.digests.uncovered``: ``{}`` covers nothing), then the comparison
+falls back to sources; or maps built by other compilers (then every digest
+would differ).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def unusable(base: Sequence[KernelMap], new: Sequence[KernelMap]) -> tuple[str, 
                     f"digests of scheme {scheme} (this version compares scheme {map_digests.SCHEME})"
                 return NO_DIGESTS, f"the {side} map {m.where or ''} holds {what}".replace("  ", " ")
             for o in m.objects:
-                gap = _undigested(o)
+                gap = map_digests.uncovered(o)
                 if gap:
                     return NO_DIGESTS, f"the {side} map's object {o['object']} {gap}"
     before, after = _toolchains(base), _toolchains(new)
@@ -79,28 +81,6 @@ def unusable(base: Sequence[KernelMap], new: Sequence[KernelMap]) -> tuple[str, 
                            for lang in sorted(set(before) | set(after)) if before.get(lang) != after.get(lang))
         return TOOLCHAIN, f"the change was built by other compilers than the base ({differ}): every digest differs"
     return None
-
-
-def _undigested(o: dict) -> str:
-    """What an object's digests leave out, or "" when they cover it: its host code (a precompiled header
-    has none of its own: ``{}``), and each of its kernels in some architecture."""
-    digests = o.get("digests")
-    if digests is None:
-        return "has no digests (its code could not be digested)"
-    if not digests:
-        if o["symbols"]:
-            return "has kernels but empty digests (a malformed map)"
-        if not o["object"].endswith(map_digests.PRECOMPILED_HEADERS):  # "nothing digested" is never "no change"
-            return "has empty digests and is no precompiled header: its host code was not digested"
-        return ""
-    columns = (digests.get("code") or {}).values()
-    if any(len(column) != len(o["symbols"]) for column in columns):
-        return f"has digest lists that do not match its {len(o['symbols'])} symbols (a malformed map)"
-    covered = {k for column in columns for k, d in zip(o["symbols"], column) if d}
-    if "host" not in digests:
-        return "has no host digest"
-    missing = sorted(set(o["symbols"]) - covered)
-    return f"has no digest of kernel {missing[0]} in any architecture" if missing else ""
 
 
 def _toolchains(kmaps: Sequence[KernelMap]) -> dict[str, str]:
@@ -167,13 +147,13 @@ def _by_unit(o: _Object | None) -> dict[str, tuple[str, frozenset[tuple[str, str
 
 
 def _objects(kmaps: Sequence[KernelMap]) -> dict[tuple[str, str], _Object]:
-    """(target, object) -> its digests, for objects with code of their own (a precompiled header's ``{}``:
-    its effect shows in the objects compiled with it)."""
+    """(target, object) -> its digests, for objects with code of their own (not a precompiled header: its
+    effect shows in the objects compiled with it). Only maps :func:`unusable` passed are compared."""
     found = {}
     for m in kmaps:
         for i, o in enumerate(m.objects):
-            digests = o.get("digests")
-            if not digests:
+            digests = o["digests"]
+            if digests["covers"].get("host") == map_digests.PRECOMPILED_HEADER:
                 continue
             table = map_digests.kernel_digests(o["symbols"], digests, f"{m.where}: objects[{i}]")
             found[(o["target"], o["object"])] = _Object(o["source"], digests.get("host"),

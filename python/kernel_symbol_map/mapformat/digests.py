@@ -1,9 +1,16 @@
-"""An object's ``digests`` as the map stores them (issue 27), aligned with ``symbols`` like ``sizes``.
+"""An object's ``digests`` as the map stores them, aligned with ``symbols`` like ``sizes``.
 
-``{"host": hex, "code": {arch: [hex, ...]}, "whole": [arch, ...]}``:
+``{"covers": {"host": ..., "kernels": n}, "host": hex, "code": {arch: [hex, ...]}, "whole": [arch, ...]}``:
 
-- ``host``: the digest of the object's host code (:mod:`..readers.hostdigest`);
-  absent for an input with no host ELF (a raw cubin or fatbin).
+- ``covers``: what the record covers, said by the writer, so that a record
+  with something left out never reads as "nothing changed":
+  ``host`` is ``"digested"`` (the ``host`` field holds the object's host
+  code's digest), ``"device image"`` (the object is device code alone, a raw
+  cubin, fatbin or PTX file: it has no host code) or ``"precompiled header"``
+  (no code of its own: its effect shows in the objects compiled with it);
+  absent when the host code could not be digested. ``kernels`` counts the
+  kernels of ``symbols`` that have a digest in some architecture.
+- ``host``: the digest of the object's host code (:mod:`..readers.hostdigest`).
 - ``code[arch]``: per kernel, in the order of the object's ``symbols``, the
   digest of everything its device code can run or read in that architecture's
   image (``sm_90``; ``compute_90`` for PTX), ``""`` where the architecture
@@ -19,6 +26,7 @@
 
 The map says which digests it holds with a top-level ``digests`` field, the
 scheme's version (:data:`SCHEME`): maps of two schemes are never compared.
+:func:`uncovered` is the one reading of a record a consumer may compare.
 """
 
 from __future__ import annotations
@@ -31,10 +39,13 @@ import hashlib
 
 from ..errors import MapError
 
-SCHEME = 2
-# A precompiled header's object ends in one of these (the build-tree model's PCH_SUFFIXES): its digests are
-# ``{}``, since its code shows in the objects compiled with it. No other object's may be.
+SCHEME = 3
+# A precompiled header's object ends in one of these (the build-tree model's PCH_SUFFIXES): its code shows
+# in the objects compiled with it. No other object may say it has no code of its own.
 PRECOMPILED_HEADERS = (".gch", ".pch")
+# covers.host: how the record covers the object's host code (absent: it does not).
+DIGESTED, DEVICE_IMAGE, PRECOMPILED_HEADER = "digested", "device image", "precompiled header"
+HOST_COVERAGE = (DIGESTED, DEVICE_IMAGE, PRECOMPILED_HEADER)
 
 
 @dataclass(frozen=True)
@@ -47,9 +58,12 @@ class ImageDigests:
     relocatable: str = ""  # the whole image's digest, for relocatable device code
 
 
-def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | None) -> dict[str, Any] | None:
+def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | None,
+         host_coverage: str | None = DIGESTED) -> dict[str, Any] | None:
     """The map's form; None when an image names a kernel ``symbols`` lacks (the reader that listed the
-    symbols and the one that digested disagree: no digests rather than wrong ones)."""
+    symbols and the one that digested disagree: no digests rather than wrong ones). ``host`` is the host
+    code's digest; where there is none, ``host_coverage`` says why (``DEVICE_IMAGE``), or is None when the
+    host code could not be digested."""
     index = {s: i for i, s in enumerate(symbols)}
     per_arch: dict[str, dict[str, list[str]]] = {}
     whole: set[str] = set()
@@ -64,7 +78,12 @@ def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | Non
             found.setdefault(kernel, []).append(digest)
         if not image.per_kernel:
             whole.add(image.arch)
-    out: dict[str, Any] = {} if host is None else {"host": host}
+    covers: dict[str, Any] = {}
+    if host is not None:
+        covers["host"] = DIGESTED
+    elif host_coverage not in (None, DIGESTED):
+        covers["host"] = host_coverage
+    out: dict[str, Any] = {"covers": covers} if host is None else {"covers": covers, "host": host}
     code = {}
     for arch, found in sorted(per_arch.items()):
         column = [""] * len(symbols)
@@ -73,11 +92,52 @@ def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | Non
         code[arch] = column
     if code:
         out["code"] = code
+    covers["kernels"] = sum(1 for i in range(len(symbols)) if any(column[i] for column in code.values()))
     if whole:
         out["whole"] = sorted(whole)
     if relocatable:
         out["relocatable"] = {a: d[0] if len(d) == 1 else _combined(d) for a, d in sorted(relocatable.items())}
     return out
+
+
+def precompiled_header() -> dict[str, Any]:
+    """The record of a precompiled header: no code of its own."""
+    return {"covers": {"host": PRECOMPILED_HEADER, "kernels": 0}}
+
+
+def uncovered(o: Mapping[str, Any]) -> str:
+    """What the map object ``o``'s digests leave out, or "" when they cover its host code and each of its
+    kernels in some architecture. Only what the record says it covers, and holds, counts: a record that
+    says nothing (``{}``, a writer of another scheme) or less than the object has is never "no change"."""
+    digests = o.get("digests")
+    if digests is None:
+        return "has no digests (its code could not be digested)"
+    covers = digests.get("covers")
+    if not isinstance(covers, Mapping):
+        return "has digests that do not say what they cover (a malformed map)"
+    symbols = o["symbols"]
+    columns = (digests.get("code") or {}).values()
+    if any(len(column) != len(symbols) for column in columns):
+        return f"has digest lists that do not match its {len(symbols)} symbols (a malformed map)"
+    host = covers.get("host")
+    if host == DIGESTED:
+        if "host" not in digests:
+            return "says its host code is digested but holds no host digest (a malformed map)"
+    elif host == PRECOMPILED_HEADER:
+        if symbols or not o["object"].endswith(PRECOMPILED_HEADERS):
+            return "says it is a precompiled header, which it is not (a malformed map)"
+    elif host == DEVICE_IMAGE:
+        if not o.get("device"):
+            return "says it is a device image but holds no device code (a malformed map)"
+    else:
+        return "has host code that was not digested"
+    covered = {k for column in columns for k, d in zip(symbols, column) if d}
+    missing = sorted(set(symbols) - covered)
+    if missing:
+        return f"has no digest of kernel {missing[0]} in any architecture"
+    if covers.get("kernels") != len(symbols):
+        return f"says its digests cover {covers.get('kernels')} of its {len(symbols)} kernels (a malformed map)"
+    return ""
 
 
 def _combined(digests: list[str]) -> str:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from itertools import chain, repeat
 from typing import Any
 
+from . import digests as map_digests
+
 VERSION = 1
 MAX_PROBLEMS = 20  # stop collecting: a broken map's first problems are what a person reads
 MAX_PATH = 4096  # characters in one path or name (PATH_MAX)
@@ -197,7 +199,8 @@ BYTES = Rule(lambda values: all(map(_is_bytes, values)),
 SIZES = _mapping_of(_record({"image": BYTES, "stored": BYTES},
                             {"ptx": BOOLEAN, "code": _list_of(BYTES), "owned": _list_of(BYTES)}))
 # Device and host code digests (issue 27), kernels' in the order of "symbols" (mapformat.digests).
-DIGESTS = _record({}, {"host": STRING, "code": _mapping_of(_list_of(STRING)), "whole": STRINGS,
+COVERS = _record({}, {"host": _one_of(*map_digests.HOST_COVERAGE), "kernels": COUNT})
+DIGESTS = _record({}, {"covers": COVERS, "host": STRING, "code": _mapping_of(_list_of(STRING)), "whole": STRINGS,
                        "relocatable": _mapping_of(STRING)})
 OBJECT = _record(
     {"source": STRING, "target": STRING, "object": STRING, "device": BOOLEAN, "symbols": NAMES,
@@ -217,7 +220,7 @@ MAP = _record(
      "notes": _list_of(TEXT), "config": STRING, "only_targets": STRINGS, "all_targets": STRINGS,
      "excluded_targets": STRINGS, "configure_inputs": STRINGS, "third_party": STRINGS,
      "target_links": _mapping_of(STRINGS), "artefacts": _mapping_of(STRINGS), "unmapped_targets": _list_of(UNMAPPED),
-     "tracked_files_unknown": BOOLEAN, "digests": _one_of(1, 2), "toolchain": _mapping_of(STRING)},
+     "tracked_files_unknown": BOOLEAN, "digests": _one_of(1, 2, 3), "toolchain": _mapping_of(STRING)},
 )
 
 
@@ -234,7 +237,8 @@ def problems(document: Any) -> list[str]:
 
 def fail_closed_problems(document: dict[str, Any]) -> list[str]:
     """The schema's conditional rules: an incomplete map says why and lists no objects; a complete
-    one has no errors and no object with an error. ``KernelMap`` holds in-memory documents to them too."""
+    one has no errors and no object with an error; an object with code (kernels, or any but a precompiled
+    header) has digests that say what they cover, never ``{}``. ``KernelMap`` holds in-memory documents to them too."""
     found = []
     objects = document.get("objects") or []
     if document.get("incomplete"):
@@ -248,4 +252,9 @@ def fail_closed_problems(document: dict[str, Any]) -> list[str]:
         with_error = [i for i, o in enumerate(objects) if isinstance(o, dict) and "error" in o]
         if with_error:
             found.append(f"objects[{with_error[0]}].error: a complete map must have no object with an error")
+    # "digests": {} says nothing of what it covers: only a precompiled header's (of older writers) may be
+    empty = [i for i, o in enumerate(objects) if isinstance(o, dict) and o.get("digests") == {} and
+             (o.get("symbols") or not str(o.get("object", "")).endswith(map_digests.PRECOMPILED_HEADERS))]
+    if empty:
+        found.append(f"objects[{empty[0]}].digests: an object with code must say what its digests cover, not {{}}")
     return found

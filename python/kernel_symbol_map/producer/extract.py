@@ -32,6 +32,7 @@ from ..readers.devicecode import (
     read_blob,
     read_kernels,
 )
+from ..readers.archive import is_archive
 from ..readers.elf import EM_AMDGPU, EM_CUDA, ElfFile, is_elf
 from ..readers.folders import NONE, Folders
 from ..readers.hostdigest import host_digest
@@ -84,8 +85,8 @@ def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options, 
     for obj, cache in objects:
         key = stat_key(obj)
         hit = cache.get(str(obj), key) if cache else None
-        # A cache from before digests were kept, or of digests that masked other folders, is a miss.
-        if hit is not None and "digests" in hit and hit.get("folders") == masked:
+        # A cache of digests of another scheme (or none), or that masked other folders, is a miss.
+        if hit is not None and hit.get("scheme") == map_digests.SCHEME and hit.get("folders") == masked:
             kernels = {a: frozenset(s) for a, s in hit["kernels"].items()}
             found[obj] = Result(str(obj), kernels, device=hit["device"]), hit["sizes"], hit["digests"]
         else:
@@ -102,7 +103,7 @@ def _read_all(objects: list[tuple[Path, ObjectCache | None]], options: Options, 
         if cache is not None and result.error is None and not result.members:
             cache.put(str(obj), key, {"kernels": {a: sorted(s) for a, s in result.kernels.items()},
                                       "device": result.device, "sizes": sizes, "digests": digests,
-                                      "folders": masked})
+                                      "folders": masked, "scheme": map_digests.SCHEME})
     return found
 
 
@@ -140,23 +141,24 @@ def _read_and_measure(read: Callable[[Path], Result], path: Path, folders: Folde
 def _measured(blob: Blob, result: Result, folders: Folders = NONE) -> Read:
     """``result`` with the sizes and digests of the file open as ``blob``; none when they cannot be taken."""
     try:
-        host = _host_digest(blob, folders)
+        host, coverage = _host_digest(blob, folders)
         found = tuple(images(blob, digests=True, folders=folders)) if result.device else ()
     except FormatError:
         return result, {}, None
     sizes = merged([(i.arch, i.record()) for i in found if i.kind != BITCODE])
     digested = [map_digests.ImageDigests(i.arch, i.digests, i.per_kernel, i.relocatable) for i in found]
-    return result, sizes, map_digests.pack(result.symbols, digested, host)
+    return result, sizes, map_digests.pack(result.symbols, digested, host, coverage)
 
 
-def _host_digest(blob: Blob, folders: Folders = NONE) -> str | None:
-    """The digest of an object's host code; None for an input with no host ELF (an archive, a cubin)."""
-    if not is_elf(blob):
-        return None
-    elf = ElfFile(blob)
-    if elf.machine in (EM_CUDA, EM_AMDGPU):
-        return None
-    return host_digest(elf, _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode(), folders)
+def _host_digest(blob: Blob, folders: Folders = NONE) -> tuple[str | None, str | None]:
+    """The digest of an object's host code and how it covers it (mapformat.digests' ``covers.host``): a
+    device image (a cubin, a fatbin, PTX) has no host code; an archive's is not digested (None, None)."""
+    if is_archive(blob):
+        return None, None
+    elf = ElfFile(blob) if is_elf(blob) else None
+    if elf is None or elf.machine in (EM_CUDA, EM_AMDGPU):
+        return None, map_digests.DEVICE_IMAGE
+    return host_digest(elf, _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode(), folders), map_digests.DIGESTED
 
 
 class DepSpellings(dict[str, tuple[str, ...]]):
@@ -210,7 +212,7 @@ def _entry(
     if packed:
         entry["sizes"] = packed
     if obj.precompiled_header:
-        entry["digests"] = {}  # host code that shows in the objects compiled with it, none of its own
+        entry["digests"] = map_digests.precompiled_header()  # its code shows in the objects compiled with it
     elif digests is not None:
         entry["digests"] = digests
     if obj.scanned:  # CMake's own scan: project headers only, no system or toolkit headers

@@ -107,8 +107,11 @@ EIFMT_SVAL = 0x04
 # the parameter bank's section): EIATTR_FRAME_SIZE, MIN_STACK_SIZE, MAX_STACK_SIZE, REGCOUNT, PARAM_CBANK.
 FIRST_IS_SYMBOL = frozenset({0x11, 0x12, 0x23, 0x2F, 0x0A})
 EIATTR_EXTERNS = 0x0F  # every u32 is a symbol index
-# .nv.callgraph: (caller, callee) symbol indices; markers have caller 0 and a negative callee.
+# .nv.callgraph: (caller, callee) symbol indices; markers have caller 0 and a negative callee. Each marker
+# starts a group: calls (-1); then, as nvcc 12-13 write them (a pair per function, the second field 1):
+# functions whose address is taken (-2) and functions that call through a pointer (-3); then -4.
 CallEdge = struct.Struct("<II")
+CALLS, ADDRESS_TAKEN, CALLS_INDIRECTLY = 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFD
 # .debug_frame (DWARF CFI): a u32 length, or 0xffffffff and a u64 length; then the CIE id or pointer.
 U32 = struct.Struct("<I")
 _HEAD64 = struct.Struct("<IQQ")  # a 64-bit record's 0xffffffff, length and CIE id or pointer
@@ -442,23 +445,29 @@ def _info_walk(cubin: _Cubin, data: bytes, owner: str) -> tuple[list[bytes], dic
 
 
 def _callgraph(cubin: _Cubin, graph: _Graph, index: int) -> None:
-    """Call edges: each is its caller's, by the callee's name; a marker (no calling function) the module's."""
+    """Call edges: each is its caller's, by the callee's name; a marker (no calling function) the module's.
+    A function whose address is taken is the module's to reach (any kernel may call it through a pointer
+    the host hands it); one that calls through a pointer, or an entry we cannot read, may call any."""
     data = cubin.data(index)
     if len(data) % CallEdge.size:
         graph.add(MODULE, "callgraph", data)
         graph.unknown_call = True  # not the layout we know: any function may call any other
         return
+    group = None
     for caller, callee in CallEdge.iter_unpack(data):
         function = cubin.function_at(caller)
         if function is None:
             graph.add(MODULE, "callgraph", cubin.symbol_name(caller) if caller else 0, callee)
+            group = callee if caller == 0 else None
             continue
         node = cubin.node_at(caller)
         target = cubin.node_at(callee)
-        graph.add(node, "call", function, cubin.symbol_name(callee))
-        if target is not None:
+        graph.add(node, "call", function, cubin.symbol_name(callee), group)
+        if group == ADDRESS_TAKEN and callee == 1:
+            graph.edge(MODULE, node)  # as when a module section holds its address
+        elif group == CALLS and target is not None:
             graph.edge(node, target)
-        elif not _undefined_function(cubin, callee):
+        elif group != CALLS or not _undefined_function(cubin, callee):
             graph.unknown_call = True  # an indirect call: its target is any function whose address is taken
 
 

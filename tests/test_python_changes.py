@@ -1,0 +1,259 @@
+"""Changed Python files decided by the tests' recorded Python coverage, and where that coverage cannot decide.
+
+A small pure-Python suite runs once under the real plugin (``pytest --kernel-record``, CUPTI replaced by the
+stand-in package of tests/test_recorder_processes.py, real coverage.py, a Python child process too). Each case
+clones the recorded commit, changes it as a pull request would, and asks the Python decider about one file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from native_programs import build_driver
+from test_native_children import _cupti_package
+
+from kernel_symbol_map.consumer import recordings as recs
+from kernel_symbol_map.consumer.pythonfiles import FileDecision, PythonDecider, PythonTree
+from kernel_symbol_map.mapformat import pyblocks
+
+GIT = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+LICENCE = "# Copyright 2024 Example Corp.\n# SPDX-License-Identifier: Apache-2.0\n\n"
+FILES = {
+    "pkg/__init__.py": "",
+    "pkg/util.py": '''def double(x):
+    return x * 2
+
+
+def triple(x):
+    return x * 3
+
+
+def helper():
+    return "helped"
+
+
+def speedups():
+    try:
+        import fastmath  # an optional top-level module, not in the checkout
+    except ImportError:
+        return None
+    return fastmath
+''',
+    "pkg/ops.py": '''def accelerated():
+    try:
+        from . import accel  # an optional package, not in the checkout
+    except ImportError:
+        return None
+    return accel
+
+
+def backend():
+    from .backends import cpu
+
+    return cpu.NAME
+
+
+def tuned():
+    try:
+        from . import fast  # an optional module, not in the checkout
+    except ImportError:
+        return None
+    return fast
+''',
+    "pkg/backends/cpu.py": 'NAME = "cpu"\n',  # pkg/backends/ has no __init__.py: a namespace package
+    "pkg/cli.py": "def main():\n    print('cli')\n",  # a console script: no test runs it
+    # A licence header above the first statement; imported by one test, read by a later one.
+    "pkg/lazy.py": LICENCE + "X = 1\n",
+    "tests/test_util.py": '''from pkg import ops, util
+
+
+def test_double():
+    assert util.double(2) == 4
+
+
+def test_speedups():
+    assert util.speedups() is None
+
+
+def test_accelerated():
+    assert ops.accelerated() is None
+
+
+def test_backend():
+    assert ops.backend() == "cpu"
+
+
+def test_tuned():
+    assert ops.tuned() is None
+''',
+    # Runs pkg/util.py in a child process from an installed copy (COPY_DIR), not from the checkout.
+    "tests/test_copy.py": '''import os
+import subprocess
+import sys
+
+
+def test_copy():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.environ["COPY_DIR"], os.environ["PYTHONPATH"]]))
+    out = subprocess.run([sys.executable, "-P", "-c", "from pkg import util; print(util.helper(), util.__file__)"],
+                         capture_output=True, text=True, check=True, env=env).stdout
+    assert out.startswith("helped ") and out.split()[1].startswith(os.environ["COPY_DIR"])
+''',
+    "tests/test_a.py": "LIMIT = 3\n\n\ndef test_a():\n    assert LIMIT == 3\n",
+    # Imports a name from another test module: what that module's import left is this test's too.
+    "tests/test_reuse.py": "from test_a import LIMIT\n\n\ndef test_reuse():\n    assert LIMIT == 3\n",
+    "tests/test_lazy.py": '''def test_imports():
+    from pkg import lazy
+
+    assert lazy.X == 1
+
+
+def test_uses():
+    from pkg import lazy  # imported already: runs none of its code
+
+    assert lazy.X == 1
+''',
+}
+DOUBLE, SPEEDUPS = "tests/test_util.py::test_double", "tests/test_util.py::test_speedups"
+ACCELERATED, BACKEND = "tests/test_util.py::test_accelerated", "tests/test_util.py::test_backend"
+TUNED, COPY = "tests/test_util.py::test_tuned", "tests/test_copy.py::test_copy"
+TEST_A, REUSE = "tests/test_a.py::test_a", "tests/test_reuse.py::test_reuse"
+IMPORTS, USES = "tests/test_lazy.py::test_imports", "tests/test_lazy.py::test_uses"
+EVERY = {DOUBLE, SPEEDUPS, ACCELERATED, BACKEND, TUNED, COPY, TEST_A, REUSE, IMPORTS, USES}
+
+
+@dataclass(frozen=True)
+class Suite:
+    repo: Path
+    commit: str
+    recordings: list[recs.Recording]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *GIT, *args], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
+    where = tmp_path_factory.mktemp("pychanges")
+    repo = where / "repo"
+    for rel, text in FILES.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    commit = git(repo, "rev-parse", "HEAD")
+    shutil.copytree(repo / "pkg", where / "site" / "pkg")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_SYMBOL_MAP")}
+    env["PYTHONPATH"] = os.pathsep.join([str(_cupti_package(where)), str(repo)])
+    env["FAKE_CUDA_DRIVER"] = str(build_driver(where))  # what the stand-in's launches load
+    env["COPY_DIR"] = str(where / "site")
+    out = where / "rec"
+    proc = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kernel-record",
+                           str(out), "--kernel-record-commit", commit],
+                          cwd=repo, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recordings = recs.read([out / "pytest.jsonl"], commit)
+    assert {r.test for r in recordings} == EVERY
+    assert all(r.python is not None for r in recordings), [r.python_why for r in recordings]
+    assert git(repo, "status", "--porcelain") == ""  # the run left the checkout clean
+    return Suite(repo, commit, recordings)
+
+
+def decide(suite: Suite, tmp_path: Path, edits: dict[str, str], path: str) -> FileDecision:
+    """The Python decider's word on ``path`` in a clone of the suite's commit with ``edits`` (file -> new text)."""
+    clone = tmp_path / "pr"
+    subprocess.run(["git", "clone", "-q", str(suite.repo), str(clone)], check=True)
+    for rel, text in edits.items():
+        (clone / rel).parent.mkdir(parents=True, exist_ok=True)
+        (clone / rel).write_text(text)
+    return PythonDecider(suite.recordings, PythonTree(clone, suite.commit)).decide(path)
+
+
+def edited(rel: str, old: str, new: str) -> dict[str, str]:
+    assert old in FILES[rel]
+    return {rel: FILES[rel].replace(old, new)}
+
+
+# -- changed files coverage saw run ---------------------------------------------------------------------------
+
+def test_two_functions_that_swap_bodies_reach_the_tests_that_ran_them(suite: Suite, tmp_path: Path) -> None:
+    """Each body is still in the file, under the other name: a test that called double() now gets triple's."""
+    edits = edited("pkg/util.py", "    return x * 2\n\n\ndef triple(x):\n    return x * 3\n",
+                   "    return x * 3\n\n\ndef triple(x):\n    return x * 2\n")
+    found = decide(suite, tmp_path, edits, "pkg/util.py")
+    assert found.known and set(found.tests) == {DOUBLE, COPY}  # no test ran triple(); test_copy ran a copy
+
+
+def test_a_test_that_ran_an_installed_copy_of_the_changed_file_runs(suite: Suite, tmp_path: Path) -> None:
+    """test_copy's child ran pkg/util.py from a copy outside the checkout: its coverage never saw helper() run."""
+    by_test = {r.test: r for r in suite.recordings}
+    assert "pkg/util.py" in by_test[COPY].python_copies and "pkg/util.py" not in by_test[DOUBLE].python_copies
+    found = decide(suite, tmp_path, edited("pkg/util.py", 'return "helped"', 'return "helped!"'), "pkg/util.py")
+    assert found.known and set(found.tests) == {COPY} and "installed copy" in found.tests[COPY]
+
+
+def test_a_test_module_s_import_time_code_reaches_the_tests_of_the_files_importing_it(suite: Suite,
+                                                                                      tmp_path: Path) -> None:
+    """tests/test_a.py ran at its own collection, for its own tests; tests/test_reuse.py imports LIMIT from it."""
+    found = decide(suite, tmp_path, edited("tests/test_a.py", "LIMIT = 3", "LIMIT = 4"), "tests/test_a.py")
+    assert found.known and set(found.tests) == {TEST_A, REUSE}
+    assert "tests/test_reuse.py" in found.tests[REUSE]
+
+
+def test_a_module_s_first_statement_below_a_licence_header_marks_where_it_was_imported(suite: Suite,
+                                                                                      tmp_path: Path) -> None:
+    """test_imports imported pkg/lazy.py, whose first statement is on line 4; test_uses reads what it left."""
+    assert pyblocks.split(FILES["pkg/lazy.py"].encode()).first == 4
+    found = decide(suite, tmp_path, edited("pkg/lazy.py", "X = 1", "X = 2"), "pkg/lazy.py")
+    assert found.known and {IMPORTS, USES} <= set(found.tests)
+
+
+# -- new files: decided by what imports them, where nothing else can load them ---------------------------------
+
+def test_a_new_module_a_tested_function_imports_runs_that_function_s_tests(suite: Suite, tmp_path: Path) -> None:
+    """The decidable case the ones below depart from: pkg/ops.py's tuned() tries `from . import fast`."""
+    found = decide(suite, tmp_path, {"pkg/fast.py": "X = 1\n"}, "pkg/fast.py")
+    assert found.known and set(found.tests) == {TUNED}
+
+
+def test_a_new_module_imported_by_a_new_file_nothing_decides_is_undecided(suite: Suite, tmp_path: Path) -> None:
+    """pkg/glue.py is new too, and no file imports it: what runs it (a script, the build) runs pkg/fast.py."""
+    edits = {"pkg/fast.py": "X = 1\n", "pkg/glue.py": "from . import fast\n"}
+    found = decide(suite, tmp_path, edits, "pkg/fast.py")
+    assert not found.known and "pkg/glue.py, which cannot be decided" in found.why
+
+
+def test_a_new_module_imported_only_by_code_no_test_ran_is_undecided(suite: Suite, tmp_path: Path) -> None:
+    """The pull request makes pkg/cli.py, a console script no test runs, import a new pkg/report.py."""
+    edits = {"pkg/cli.py": "from . import report\n\n\ndef main():\n    report.show()\n",
+             "pkg/report.py": "def show():\n    print('report')\n"}
+    found = decide(suite, tmp_path, edits, "pkg/report.py")
+    assert not found.known and "no recorded test executed pkg/cli.py" in found.why
+
+
+def test_a_new_top_level_module_is_undecided_even_where_tested_code_imports_it(suite: Suite,
+                                                                               tmp_path: Path) -> None:
+    """fastmath.py at the top may shadow an installed fastmath that any code (or a test's tool) imports."""
+    found = decide(suite, tmp_path, {"fastmath.py": "X = 1\n"}, "fastmath.py")
+    assert not found.known and "top-level module" in found.why
+
+
+def test_a_new_package_below_the_top_is_undecided_even_where_tested_code_imports_it(suite: Suite,
+                                                                                    tmp_path: Path) -> None:
+    """pkg/accel/__init__.py makes pkg/accel/ a package: how the modules in its folder import changes."""
+    found = decide(suite, tmp_path, {"pkg/accel/__init__.py": "X = 1\n"}, "pkg/accel/__init__.py")
+    assert not found.known and "a new package" in found.why
+
+
+def test_a_new_module_beside_a_folder_of_its_name_is_undecided(suite: Suite, tmp_path: Path) -> None:
+    """pkg/backends.py takes the name of the namespace package pkg/backends/, which test_backend imports from."""
+    found = decide(suite, tmp_path, {"pkg/backends.py": "X = 1\n"}, "pkg/backends.py")
+    assert not found.known and "beside the folder pkg/backends/" in found.why

@@ -565,6 +565,48 @@ def test_a_daemon_that_cleared_its_environment_keeps_the_tests_it_lives_through_
     assert cases["test_uses_daemon"]["kernels"] == ["_Z6daemonv"]
 
 
+POSIX_SPAWN = """
+import os
+
+
+def test_before():
+    pass
+
+
+def test_spawn():
+    # An environment of its own: posix_spawn reads it before the audit event, so nothing can be added to it.
+    pid = os.posix_spawn("/bin/true", ["true"], {"PATH": os.environ["PATH"]})
+    assert os.waitpid(pid, 0)[1] == 0
+
+
+def test_after():
+    pass
+"""
+
+
+def test_a_child_whose_environment_was_read_before_its_start_was_seen_is_never_assumed_to_end(
+        tmp_path: Path) -> None:
+    """``os.posix_spawn`` with an environment of its own: the child carries no spawn id, so no live process
+    carrying it is no sign that it ended. Every test from its start on stays incomplete and names it."""
+    (tmp_path / "cupti").mkdir()
+    (tmp_path / "cupti" / "__init__.py").write_text("")
+    (tmp_path / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
+    (tmp_path / "test_cases.py").write_text(POSIX_SPAWN)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_SYMBOL_MAP")}
+    env.update(PYTHONPATH=str(tmp_path), KERNEL_SYMBOL_MAP_INJECTION="off")
+    out = tmp_path / "rec"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
+                           str(tmp_path), "test_cases.py", "--kernel-record", str(out), "--kernel-record-commit",
+                           COMMIT], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and "3 passed" in proc.stdout, proc.stdout + proc.stderr
+    cases = {r["test"].split("::")[-1]: r for r in map(json.loads, (out / "pytest.jsonl").read_text().splitlines())}
+    assert cases["test_before"]["complete"], cases["test_before"]
+    true = os.path.realpath("/bin/true")
+    for test in ("test_spawn", "test_after"):
+        rec = cases[test]
+        assert not rec["complete"] and f"started {true} (true), which no recorder saw" in rec["reason"], rec
+
+
 def test_a_process_that_carries_a_spawns_id_keeps_it_alive_wherever_it_runs() -> None:
     """Outside the root's tree too (a service that started it with the test's environment): it carries the id."""
     from kernel_symbol_map.recorder import spawns

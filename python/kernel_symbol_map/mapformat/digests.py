@@ -83,7 +83,9 @@ def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | Non
         covers["host"] = DIGESTED
     elif host_coverage not in (None, DIGESTED):
         covers["host"] = host_coverage
-    out: dict[str, Any] = {"covers": covers} if host is None else {"covers": covers, "host": host}
+    out: dict[str, Any] = {"covers": covers}
+    if host is not None:
+        out["host"] = host
     code = {}
     for arch, found in sorted(per_arch.items()):
         column = [""] * len(symbols)

@@ -11,6 +11,7 @@ recorded kernels: a test whose record is incomplete must still run.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,14 +118,28 @@ def test_never(launch):
 '''
 
 RERUNS = '''
-import os
+import pytest
 
-def test_flaky(launch, tmp_path_factory):
-    marker = tmp_path_factory.getbasetemp().parent / "flaky-attempt"
+def first_time(tmp_path_factory, name):
+    """True on the first attempt only (the folder above every xdist worker's own)."""
+    marker = tmp_path_factory.getbasetemp().parent / name
     first = not marker.exists()
     marker.touch()
+    return first
+
+def test_flaky(launch, tmp_path_factory):
+    first = first_time(tmp_path_factory, "flaky-attempt")
     launch("_Z8attempt1v" if first else "_Z8attempt2v")
     assert not first
+
+@pytest.fixture
+def fails_first(launch, tmp_path_factory):
+    first = first_time(tmp_path_factory, "setup-attempt")
+    launch("_Z6setup1v" if first else "_Z6setup2v")
+    assert not first, "the fixture's first setup fails"
+
+def test_flaky_setup(fails_first, launch):
+    launch("_Z4bodyv")
 
 def test_broken(launch):
     launch("_Z6brokenv")
@@ -136,24 +151,36 @@ KERNELS = ["_Z4slowv", "_Z4keepv", "_Z5otherv", "_Z10deselectedv", "_Z7skippedv"
            "_Z4bodyv", "_Z8teardownv", "_Z4thenv", "_Z5stopsv", "_Z10notreachedv", "_Z4warmv"]
 
 
-def _map() -> KernelMap:
-    """Every kernel above from csrc/x.cu; the change below touches only csrc/y.cu's kernel."""
+def _map(kernels: list[str] | None = None) -> KernelMap:
+    """Every kernel above (or ``kernels``) from csrc/x.cu; the change below touches only csrc/y.cu's kernel."""
     objects = [{"source": s, "target": "t", "object": f"{s}.o", "device": True, "symbols": k, "deps": [s]}
-               for s, k in (("csrc/x.cu", KERNELS), ("csrc/y.cu", ["_Z1yv"]))]
+               for s, k in (("csrc/x.cu", kernels or KERNELS), ("csrc/y.cu", ["_Z1yv"]))]
     return KernelMap({"version": 1, "commit": COMMIT, "cuda": "13.0", "generated_at": "", "build_dirs": [],
                       "incomplete": False, "errors": [], "stats": {}, "objects": objects})
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> dict[str, dict[str, Any]]:
-    pytester.makeconftest(CONFTEST)
+    return _recorded(pytester, *args)[0]
+
+
+def _recorded(pytester: pytest.Pytester, *args: str, conftest: str = CONFTEST
+              ) -> tuple[dict[str, dict[str, Any]], pytest.RunResult]:
+    """Run pytest with the plugin in a process of its own: each test's record, and the run's result."""
+    pytester.makeconftest(conftest)
     pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
     out = pytester.path / "rec"
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kernel-record", str(out),
-                                  "--kernel-record-commit", COMMIT, *args)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kernel-record", str(out),
+                                           "--kernel-record-commit", COMMIT, *args)
     path = out / "pytest.jsonl"
     records = {r["test"]: r for r in map(json.loads, path.read_text().splitlines())}
+    return _never_skipped_when_incomplete(path, records), result
+
+
+def _never_skipped_when_incomplete(path: Path, records: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Asked about a change that reaches none of the recorded kernels, select runs exactly the incomplete ones."""
     recordings = read([path])
-    selection = select(_map(), recordings, ["csrc/y.cu"])
+    kernels = sorted(set(KERNELS).union(*(r["kernels"] for r in records.values())))
+    selection = select(_map(kernels), recordings, ["csrc/y.cu"])
     for test, r in records.items():
         decision = next(d for d in selection.decisions if d.test == test)
         assert decision.run == (not r["complete"]), (test, r, decision)  # never skipped on a partial record
@@ -205,13 +232,57 @@ def test_xdist_workers_join_one_recording(pytester: pytest.Pytester) -> None:
     assert {r["processes"] for r in records.values()} == {2}  # the two workers' parts, joined
 
 
-def test_reruns_unite_the_attempts_and_the_last_one_decides(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_reruns_unite_the_attempts_and_the_last_one_decides(pytester: pytest.Pytester, workers: list[str]) -> None:
+    """A flaky test's first attempt launched one kernel and its second another: both are the test's. Under xdist
+    the controller, which gets every attempt's reports, decides as one process does."""
     pytest.importorskip("pytest_rerunfailures")
+    if workers:
+        pytest.importorskip("xdist")
     pytester.makepyfile(test_reruns=RERUNS)
-    records = _run(pytester, "--reruns", "2")
+    records = _run(pytester, "--reruns", "2", *workers)
     assert _state(records) == {"test_flaky": (True, ["_Z8attempt1v", "_Z8attempt2v"]),
+                               "test_flaky_setup": (True, ["_Z4bodyv", "_Z6setup1v", "_Z6setup2v"]),
                                "test_broken": (False, ["_Z6brokenv"])}
     assert records["test_reruns.py::test_broken"]["reason"] == "the test failed (the last of 3 attempts)"
+
+
+HELD_BACK = '''
+import pytest
+from kernel_symbol_map.recorder.process import ProcessRecorder
+
+def launch(name):
+    ProcessRecorder.current.backend.launch(name)
+
+@pytest.fixture(scope="module")
+def model():
+    launch("_Z5setupv")
+    yield
+    launch("_Z8teardownv")
+
+def test_first(model):
+    launch("_Z5firstv")
+
+def test_no_fixture():
+    launch("_Z4lonev")
+
+@pytest.mark.flaky(reruns=1, condition=lambda error: isinstance(error, ConnectionError))
+def test_last_user(model):
+    launch("_Z4lastv")
+    raise ValueError("not an error the test is re-run for")
+'''
+
+
+def test_a_wider_fixture_rerunfailures_held_back_ends_in_a_teardown_every_tests(pytester: pytest.Pytester) -> None:
+    """The last user of a module fixture failed: rerunfailures holds the module's teardown back for a re-run, then
+    finds the error is not one it re-runs for, and ends the fixture while it makes the teardown's report. That is a
+    teardown still: what it launches is every test's, as any teardown's is."""
+    pytest.importorskip("pytest_rerunfailures")
+    pytester.makepyfile(test_held=HELD_BACK)
+    records = _run(pytester)
+    assert _state(records) == {"test_first": (True, ["_Z5firstv", "_Z5setupv", "_Z8teardownv"]),
+                               "test_no_fixture": (True, ["_Z4lonev", "_Z5setupv", "_Z8teardownv"]),
+                               "test_last_user": (False, ["_Z4lastv", "_Z5setupv", "_Z8teardownv"])}
 
 
 TEARDOWN = '''

@@ -28,7 +28,7 @@ def work():
     pass
 
 if __name__ == "__main__":
-    for method in ("spawn", "fork"):
+    for method in ("spawn", "fork", "forkserver"):
         p = mp.get_context(method).Process(target=work)
         p.start()
         p.join()
@@ -69,9 +69,10 @@ def test_the_hook_starts_in_spawned_forked_and_subprocess_children(tmp_path: Pat
     proc, rec = record(tmp_path, CHILDREN)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    # main, the spawn child, the fork child, the subprocess: each wrote a part (spawn's resource tracker runs
-    # no user code, and lives as long as its parent: it is not recorded)
-    assert_observed_as_cupti_allows(rec, 4)
+    # main, the spawn child, the fork child, the fork server and the child it forked, the subprocess: each wrote
+    # a part (the server when the command's exit ended it; the resource tracker runs no user code, and lives as
+    # long as its parent: it is not recorded)
+    assert_observed_as_cupti_allows(rec, 6)
     assert rec["kernels"] == [] and rec["commit"] == "c1"
     assert not list((tmp_path / "rec").glob(".parts-*"))
 

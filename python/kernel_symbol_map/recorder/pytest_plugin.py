@@ -12,9 +12,10 @@ pushed around each test, never timestamps guessed afterwards:
   test of that scope, so a fixture that warms a kernel up never hides it;
 * any teardown phase, where wider fixtures are finalised: every test;
 * launches with no external id (other threads, import time): every test;
-* Python child processes: the scope they were started in, and every test
-  that ran while they lived (a persistent worker serves later tests; see
-  :mod:`.timeline`);
+* Python child processes: the scope they were started in (a
+  ``forkserver``'s children: the scope the server was started in), and
+  every test that ran while they lived (a persistent worker serves later
+  tests; see :mod:`.timeline`);
 * a process no recorder saw (a native program, a shell; see :mod:`.spawns`):
   followed by the loader's audit library (:mod:`.audit`), it leaves the
   records complete when it loaded no GPU driver and exited whole; else the
@@ -31,9 +32,12 @@ digests, attributed by the same scopes (:mod:`.pycoverage`), and pytest's
 rootdir, from which its node ids are spelled.
 
 A record is complete only when the test ran whole and passed (see
-:mod:`.outcomes`). Under ``pytest-xdist`` each worker records its own
-tests into the controller's parts folder, and the controller, which sees
-every test's reports, writes the one recording.
+:mod:`.outcomes`); under ``--dist each``, on every worker that ran it.
+Under ``pytest-xdist`` each worker records its own tests into the
+controller's parts folder, and the controller, which sees every test's
+reports, writes the one recording. The recording a run is named after is
+removed when it starts, so a run that dies before its end (a crash,
+``pytest-timeout``'s thread method) leaves none rather than an earlier one.
 
 ``pytest --kernel-select selection.json`` reads ``select --json`` and
 deselects exactly the node ids in ``skip``: never a prefix, never a test it
@@ -45,6 +49,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
@@ -155,7 +160,10 @@ class KernelRecorder:
         self.role = role  # "single" (tests here), "controller" (xdist: gathers), "worker" (xdist: runs tests)
         self.name = config.getoption("kernel_record_name")
         self.tests: dict[str, None] = {}  # node ids pytest kept, in order
-        self.outcomes = Outcomes()
+        # How each test went, per xdist worker under --dist each (every worker runs every test), else one for all:
+        # a test rerun on another worker after a crash is one test whose last attempt decides.
+        self.outcomes: dict[str, Outcomes] = {}
+        self.each = role == "controller" and getattr(config.option, "dist", "no") == "each"
         self.recorder: Any = None
         self.log: Path | None = None
         self.loader: str | None = None  # LD_AUDIT as it was before the recording
@@ -163,6 +171,8 @@ class KernelRecorder:
             self.parts = Path(os.environ[PARTS_VARIABLE])
         else:
             out.mkdir(parents=True, exist_ok=True)
+            # A run that dies before it writes (os._exit, a signal) must leave no recording, never an earlier one.
+            (out / f"{self.name}.jsonl").unlink(missing_ok=True)
             # Absolute: children that run in another folder (a compiler with cwd=) write here too.
             self.parts = Path(tempfile.mkdtemp(prefix=f".parts-{self.name}-", dir=out.resolve()))
             os.environ[PARTS_VARIABLE] = str(self.parts)  # xdist's workers inherit it
@@ -206,8 +216,14 @@ class KernelRecorder:
         skip_reason = ""
         if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
             skip_reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-        self.outcomes.report(report.nodeid, report.when, report.outcome, bool(getattr(report, "wasxfail", None)),
-                             skip_reason)
+        runner = _worker(report) if self.each else ""
+        self.outcomes.setdefault(runner, Outcomes()).report(report.nodeid, report.when, report.outcome,
+                                                            bool(getattr(report, "wasxfail", None)), skip_reason)
+
+    def _verdict(self, test: str) -> str:
+        """"" when every run of ``test`` (one per worker under ``--dist each``) ran whole and passed, else why not."""
+        runs = [o for o in self.outcomes.values() if test in o.tests] or [Outcomes()]
+        return next((why for why in (o.verdict(test) for o in runs) if why), "")
 
     # -- attribution, in the processes that run tests --------------------------------------------
 
@@ -250,6 +266,16 @@ class KernelRecorder:
             yield
 
     @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, call: pytest.CallInfo[None]) -> Generator[None, None, None]:
+        if call.when != "teardown":
+            yield
+            return
+        # pytest-rerunfailures ends the wider fixtures it held back for a re-run that does not come here, while it
+        # makes the teardown's report: still a teardown, every test's
+        with self._scope(parts.SESSION):
+            yield
+
+    @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Generator[None, None, None]:
         if fixturedef.scope == "function":
             yield
@@ -278,6 +304,7 @@ class KernelRecorder:
         from .. import mapformat
 
         if self.recorder is not None:
+            _release_forkserver()
             self.recorder.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         for key in (hook.FOLDER_VARIABLE, hook.SCOPE_VARIABLE, hook.TESTS_VARIABLE, ROOT_VARIABLE):
             os.environ.pop(key, None)
@@ -293,7 +320,7 @@ class KernelRecorder:
         for record in records:
             if rootdir is not None:
                 record["rootdir"] = rootdir  # where the node ids are spelled from: select finds a test file's tests
-            why = self.outcomes.verdict(record["test"])
+            why = self._verdict(record["test"])
             if why:
                 record["complete"] = False
                 record["reason"] = "; ".join(filter(None, [why, record["reason"]]))
@@ -306,6 +333,37 @@ class KernelRecorder:
             why = f"; {len(incomplete)} incomplete, e.g. {incomplete[0]['test']}: {incomplete[0]['reason']}" \
                 if incomplete else ""
             reporter.write_line(f"kernel_symbol_map: recorded {len(records)} tests into {out}{why}")
+
+
+def _worker(report: pytest.TestReport) -> str:
+    """The xdist worker a report came from ("gw0"), as the controller received it."""
+    gateway = getattr(getattr(report, "node", None), "gateway", None)
+    return str(getattr(gateway, "id", None) or getattr(report, "worker_id", ""))
+
+
+def _release_forkserver() -> None:
+    """Let the fork server this process started (``multiprocessing``'s ``forkserver``) exit now, unwaited.
+
+    It is a recorded interpreter that lives as long as this process holds its
+    pipe, so it would write its part file only after the merge, and every
+    test would read as incomplete. Closing this process's end asks it to
+    exit once the processes it forked have ended too (they hold the pipe);
+    the merge waits a while for its part. A later ``forkserver`` start in
+    this process starts a new one.
+    """
+    module = sys.modules.get("multiprocessing.forkserver")
+    server = getattr(module, "_forkserver", None)
+    lock = getattr(server, "_lock", None)
+    if server is None or lock is None:
+        return
+    with lock:
+        alive = getattr(server, "_forkserver_alive_fd", None)
+        if alive is None or getattr(server, "_forkserver_pid", None) is None:
+            return
+        os.close(alive)
+        server._forkserver_alive_fd = None
+        server._forkserver_pid = None  # not waited for: a child it forked may keep it running
+        server._forkserver_address = None
 
 
 class KernelSelect:

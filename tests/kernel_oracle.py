@@ -33,17 +33,20 @@ are used), and line information in PTX (``.loc``, ``.file``, ``.section .debug_*
 ``.entry``, every ``.func`` it names (transitively), and the module's text outside any function body
 (``.version``, ``.target``, variables with their initialisers, declarations), and the image's
 ``ptxasOptions``. (The cubin's ELF flags are kept: ``-lineinfo`` sets one whose meaning is not
-documented.)
+documented.) LTO IR (``code=lto_80``, what ``-dlto`` compiles to) is not read: cuobjdump lists its
+header only, and no GPU runs it; the code it becomes is the ``-dlto`` device link's cubin, which is.
 
 Normalised, because they are references, not contents: symbol indices (in ``.nv.info`` records, the
 callgraph, prototypes) become the names they index, and the records' ordinals (``<0x3>``, positions
-in a section shared by every function) are dropped. Nothing else is. Noise: two clean builds of
-tests/projects/oracle give equal snapshots (``test_kernel_oracle_clean_rebuild_changes_nothing``);
-offsets printed in the SASS (``/*0080*/``, branch and ``CALL.REL`` targets) are offsets inside
-the function's own section. No listing prints an absolute address of another function (a call to
-one is ``CALL.ABS.NOINC 0x0`` with a relocation naming it, in relocatable and in device-linked
-images alike); a ``CALL.REL`` leaving its function, or a ``CALL.ABS`` to a nonzero address, is
-refused (:class:`OracleError`) rather than guessed.
+in a section shared by every function) are dropped. Normalised, because it is layout: the SASS
+listing's padding (cuobjdump pads every line to the widest instruction of the whole image, so a
+longer instruction in one function moves the columns of every other). Nothing else is. Noise: two
+clean builds of tests/projects/oracle give equal snapshots
+(``test_kernel_oracle_clean_rebuild_changes_nothing``); offsets printed in the SASS (``/*0080*/``,
+branch and ``CALL.REL`` targets) are offsets inside the function's own section. No listing prints an
+absolute address of another function (a call to one is ``CALL.ABS.NOINC 0x0`` with a relocation
+naming it, in relocatable and in device-linked images alike); a ``CALL.REL`` leaving its function,
+or a ``CALL.ABS`` to a nonzero address, is refused (:class:`OracleError`) rather than guessed.
 """
 
 from __future__ import annotations
@@ -147,7 +150,7 @@ def _listing(exe: str, path: Path) -> str:
 
 # -- the listing, image by image ----------------------------------------------------------------------------
 
-IMAGE = regex.compile(r"(?m)^Fatbin (elf|ptx) code:\n=+\n")
+IMAGE = regex.compile(r"(?m)^Fatbin (elf|ptx|nvvm) code:\n=+\n")
 NOT_CODE_HEADER = ("identifier = ",)  # the source's path, with -lineinfo
 
 
@@ -163,6 +166,8 @@ def material(text: str) -> dict[str, dict[str, list[str]]]:
     starts = list(IMAGE.finditer(text))
     counts: dict[str, int] = {}
     for i, m in enumerate(starts):
+        if m.group(1) == "nvvm":
+            continue  # LTO IR: cuobjdump lists its header only; what it becomes is the -dlto device link's cubin
         chunk = text[m.end():starts[i + 1].start() if i + 1 < len(starts) else len(text)]
         header, _, body = chunk.partition("\n\n")
         arch = regex.search(r"(?m)^arch = sm_(\w+)$", header)
@@ -198,6 +203,7 @@ SECTION_ROW = regex.compile(r"^\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a
                             r"\s+[0-9a-f]+\s+[0-9a-f]+\s+(\S+)$")
 PARSED = (".strtab", ".shstrtab", ".symtab", ".nv.callgraph", ".nv.prototype")  # read for what they name
 FUNCTION = regex.compile(r"(?m)^\t\tFunction : (\S+)$")
+SPACES = regex.compile(r"[ \t]+")
 RECORD = regex.compile(r"(?m)^\t<0x[0-9a-f]+>\n")
 # .nv.info attributes whose value starts with a symbol index (cuobjdump prints it as a number)
 INDEXED = {"EIATTR_PARAM_CBANK", "EIATTR_MAX_STACK_SIZE", "EIATTR_MIN_STACK_SIZE", "EIATTR_CRS_STACK_SIZE",
@@ -339,7 +345,7 @@ def _cubin(header: str, body: str) -> tuple[list[str], dict[str, list[str]], dic
         end = blocks[i + 1].start() if i + 1 < len(blocks) else len(listing)
         block = listing[m.end():end]
         _check_calls(f, block)
-        parts.setdefault(f, []).append("sass" + block)
+        parts.setdefault(f, []).append("sass" + SPACES.sub(" ", block))  # padding: the image's widest line
         read = {int(n, 16) for n in regex.findall(r"\bc\[0x([0-9a-f]+)\]", block)}
         for section, bank in banks.items():
             if "cx[" in block or int(section[len(".nv.constant"):]) in read:

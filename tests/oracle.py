@@ -4,7 +4,9 @@ Nothing here reads a map. An object's host code is every section of its ELF
 file but the device-code containers, read with pyelftools (independent of the
 package's own ELF reader); its device code is each image in those containers
 (a cubin, PTX, an AMDGPU code object or bitcode), decompressed, with the
-kernels it defines. Comparing two snapshots of a build gives:
+kernels it defines; LTO IR (``-dlto``), which nvcc stores scrambled and which
+names no kernel before the device link, by its stored bytes. Comparing two
+snapshots of a build gives:
 
 * objects whose host code changed (or that appeared or went away);
 * kernels whose device code changed in any architecture, or that appeared or
@@ -131,6 +133,10 @@ def _images(path: Path, data: bytes) -> dict[str, Image]:
             continue
         if section.name in CUDA_SECTIONS:
             for entry in fatbin.iter_entries(window):
+                if entry.kind is fatbin.EntryKind.LTO_IR:  # stored in a form no reader here inflates: as stored
+                    add(f"{section.name}:{entry.arch}:{entry.kind.name}",
+                        window.read(entry.offset, entry.compressed_size, "LTO IR"), frozenset())
+                    continue
                 payload = entry.payload(window)
                 sub = Blob.from_bytes(f"{path} [{entry.arch}]", payload)
                 if entry.kind is fatbin.EntryKind.CUBIN:

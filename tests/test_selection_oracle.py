@@ -20,9 +20,11 @@ compared with its base snapshot (:mod:`oracle`, which never reads a map):
 ``select`` then runs as CI would (``--diff`` from the base, in the changed
 checkout), in one or more variants of how the evidence reaches it, and its
 run set (every test but those skipped) must contain that must-run set. The
-corpus covers issue 18's nine classes, issue 11's nine and issue 26's two generators; ``CORPUS``
-names each change's classes, and the last test checks that every class has
-a change.
+corpus covers issue 18's nine classes, issue 11's nine and issue 26's two generators, and six
+shapes of builds and device code (``SHAPE_CLASSES``: a ``-dlto`` device link, libraries linked into
+two targets, a renamed kernel, texture and surface objects, ``__constant__`` data of another
+object, a table of kernel pointers); ``CORPUS`` names each change's classes, and the last test
+checks that every class has a change.
 
 Output mode (issue 27, ``select --base-map``) runs on every change too: the
 rebuilt tree is mapped, and select compares that map with the base build's. Its
@@ -60,7 +62,8 @@ from toolchains import require
 from kernel_symbol_map.cmakedir import cmake_dir
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "protocol.file.allow=always"]
-LINKS = {"devconsumer": {"devlib"}, "ylib": {"xlib"}}  # what tests/projects/oracle links, as its CMakeLists says
+LINKS = {"devconsumer": {"devlib"}, "ylib": {"xlib"}, "arc_a": {"arclib"}, "arc_b": {"arclib"},
+         "obj_a": {"objlib"}, "obj_b": {"objlib"}}  # what tests/projects/oracle links, as its CMakeLists says
 
 
 def git(repo: Path, *args: str) -> str:
@@ -205,11 +208,12 @@ def _init_repo(tree: Tree, sub_source: Path | None) -> None:
 
 def _tests_for(base: dict[str, oracle.Snapshot]) -> dict[str, set[str]]:
     """One test per kernel, launching exactly it; one that launches nothing; one that launches the
-    first kernels of the first two device objects (in the Nsight run, the second from a worker thread)."""
+    first kernels of the first two device objects that start with different kernels (an archive's
+    kernel starts each device link of it; in the Nsight run, the second from a worker thread)."""
     kernels = sorted(frozenset().union(*(s.kernels for s in base.values())))
     tests = {f"test_{i:02d}_{k[-24:]}": {k} for i, k in enumerate(kernels)}
     tests["test_nothing"] = set()
-    firsts = [min(s.kernels) for _, s in sorted(base.items()) if s.kernels]
+    firsts = list(dict.fromkeys(min(s.kernels) for _, s in sorted(base.items()) if s.kernels))
     tests["test_pair"] = set(firsts[:2])
     return tests
 
@@ -233,10 +237,39 @@ def cuda_tree(tmp_path_factory: pytest.TempPathFactory) -> Tree:
     _init_repo(tree, sub)
     projects.configure_and_build_at(
         tree.src, tree.build, cmake, "Ninja", f"-DKernelSymbolMap_DIR={cmake_dir()}",
-        f"-DPython_EXECUTABLE={sys.executable}", query=False)
+        f"-DPython_EXECUTABLE={sys.executable}", f"-DCMAKE_CUDA_COMPILER={_nvcc_with_lto(where)}", query=False)
     tree.maps["package"] = where / "package.json.gz"
     shutil.copy(tree.build / "kernel_symbol_map.json.gz", tree.maps["package"])
     return _mapped_by_hand(tree, where)
+
+
+def _nvcc_with_lto(where: Path) -> str:
+    """nvcc, or the same nvcc seen through a folder of links in which its ``-dlto`` device links work.
+
+    nvlink loads libnvvm from ``nvvm/lib64`` of the toolkit nvcc was started from (nvcc names the
+    toolkit after the path it was started by), where NVIDIA's installers put it; PyPI's wheels put it in
+    ``lib``, and nvlink then fails (``elfLink linker library load error``). For such a toolkit, ``where``
+    gets a view of it: a link to each of its parts and ``nvvm/lib64/libnvvm.so``, the same compilers."""
+    nvcc = require(toolchains.nvcc(), "nvcc")
+    dry = subprocess.run([nvcc, "-dryrun", "-c", "none.cu"], capture_output=True, text=True, check=False)
+    top = next((Path(line.partition("=")[2]).resolve() for line in dry.stderr.splitlines()
+                if line.startswith("#$ TOP=")), None)
+    assert top is not None, dry.stderr
+    libnvvm = next((top / d / "libnvvm.so" for d in ("lib64", "lib") if (top / d / "libnvvm.so").exists()), None)
+    if (top / "nvvm" / "lib64" / "libnvvm.so").exists() or libnvvm is None:
+        return nvcc
+    view = where / "cuda-view"
+    (view / "nvvm" / "lib64").mkdir(parents=True)
+    (view / "bin").mkdir()
+    for part in top.iterdir():
+        if part.name not in ("bin", "nvvm"):
+            (view / part.name).symlink_to(part)
+    for folder in ("bin", "nvvm"):
+        for part in (top / folder).iterdir():
+            if part.name != "lib64":
+                (view / folder / part.name).symlink_to(part)
+    (view / "nvvm" / "lib64" / "libnvvm.so").symlink_to(libnvvm)
+    return str(view / "bin" / "nvcc")
 
 
 def _mapped_by_hand(tree: Tree, where: Path) -> Tree:
@@ -504,6 +537,29 @@ CORPUS = [
            lambda s: edit(s / MANY, "x[threadIdx.x] = 1; }", "x[threadIdx.x] = 2; }"),
            configure=("-DORACLE_MANY_FLAGS=-lineinfo",), runs=(OUTPUT,), kernels=MANY_KERNELS,
            output_says_why=True),
+    # Shapes of builds and of device code, in tests/projects/oracle's targets dlto, arclib, objlib, shapes, cdata.
+    # Source mode runs every test for the two whose changed object names no kernel (LTO IR; data alone).
+    Change("a device function a -dlto device link inlines", ("device link-time optimisation (-dlto)",),
+           lambda s: edit(s / "csrc/dlto/scale.cu", "x * 2 + 1", "x * 3 + 1"),
+           kernels=frozenset({"_Z11dlto_kernelPi"})),  # in the device link's cubin: the objects hold LTO IR
+    Change("a kernel of a static archive two libraries device-link", ("a library linked into two targets",),
+           lambda s: edit(s / "csrc/arc/arc.cu", "= 15;", "= 25;"), answer="",
+           kernels=frozenset({"_Z10arc_kernelPi"})),
+    Change("a kernel of an OBJECT library two libraries link", ("a library linked into two targets",),
+           lambda s: edit(s / "csrc/obj/obj.cu", "= 16;", "= 26;"), answer="",
+           kernels=frozenset({"_Z10obj_kernelPi"})),
+    Change("a kernel renamed, its body unchanged", ("renamed kernels",),
+           lambda s: edit(s / "csrc/shapes/rename.cu", "rename_before", "rename_after"), answer="",
+           kernels=frozenset({"_Z13rename_beforePi", "_Z12rename_afterPi"})),
+    Change("a kernel reading a texture object", ("texture and surface objects",),
+           lambda s: edit(s / "csrc/shapes/texture.cu", "* 2.0f", "* 3.0f"), answer="",
+           kernels=frozenset({"_Z8tex_readyPf"})),
+    Change("a __constant__ initialiser of another object (-rdc)", ("__constant__ data of another object (-rdc)",),
+           lambda s: edit(s / "csrc/cdata/table.cu", "{2, 4, 6, 8}", "{2, 4, 6, 9}"),
+           kernels=frozenset({"_Z11cdata_firstPi", "_Z10cdata_lastPi"})),  # module data: folded into both
+    Change("a kernel launched through a table of kernel pointers", ("kernels launched through a table of pointers",),
+           lambda s: edit(s / "csrc/shapes/dispatch.cu", "*= 3;", "*= 5;"), answer="",
+           kernels=frozenset({"_Z8disp_mulPi"})),
 ]
 CORPUS = [c if OUTPUT in c.runs else dataclasses.replace(c, runs=(*c.runs, OUTPUT)) for c in CORPUS]
 
@@ -656,6 +712,11 @@ ISSUE_CLASSES = {
     "27.9 generators", "27.10 -rdc device links across objects", "27.11 HIP (per-image digests)",
     "27.12 a base map built with other flags",
 }
+SHAPE_CLASSES = {
+    "device link-time optimisation (-dlto)", "a library linked into two targets", "renamed kernels",
+    "texture and surface objects", "__constant__ data of another object (-rdc)",
+    "kernels launched through a table of pointers",
+}
 
 
 def test_the_corpus_covers_every_class() -> None:
@@ -664,4 +725,4 @@ def test_the_corpus_covers_every_class() -> None:
         for cls in set(change.classes) | {c for r in change.runs for c in r.classes}:
             counts[cls] = counts.get(cls, 0) + 1
     print("\n" + "\n".join(f"{cls}: {n}" for cls, n in sorted(counts.items())))
-    assert ISSUE_CLASSES <= set(counts), sorted(ISSUE_CLASSES - set(counts))
+    assert ISSUE_CLASSES | SHAPE_CLASSES <= set(counts), sorted((ISSUE_CLASSES | SHAPE_CLASSES) - set(counts))

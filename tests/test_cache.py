@@ -145,3 +145,20 @@ def test_digests_cached_by_another_scheme_are_taken_again(kernel_builds: dict[st
     (b.build / ".kernel_symbol_map" / "last-run.json").unlink()
     again = _map(b, tmp_path / "again.json.gz")
     assert again["objects"] == truth["objects"]
+
+
+@pytest.mark.parametrize("util_object", ["3.25-ninja"], indirect=True)
+def test_an_object_that_could_not_be_read_is_never_served_from_the_cache(util_object: tuple[Build, Path],
+                                                                           tmp_path: Path) -> None:
+    """A truncated object makes the map incomplete; mapped again, unchanged, it is read again and still does:
+    its failure is never remembered as an object with nothing in it."""
+    b, obj = util_object
+    st = obj.stat()
+    obj.write_bytes(obj.read_bytes()[: st.st_size // 2])
+    os.utime(obj, ns=(st.st_atime_ns, st.st_mtime_ns))  # as the build left it: the reader, not the build, says
+    main(["build", "--build-dir", str(b.build), "--source-root", str(b.source), "--out", str(tmp_path / "a.json.gz")])
+    main(["build", "--build-dir", str(b.build), "--source-root", str(b.source), "--out", str(tmp_path / "b.json.gz")])
+    for name in ("a", "b"):
+        doc = json.loads(gzip.decompress((tmp_path / f"{name}.json.gz").read_bytes()))
+        assert doc["incomplete"] and "util.cu.o" in doc["reason"] and "past the end" in doc["reason"], \
+            (name, doc.get("reason"))

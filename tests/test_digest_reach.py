@@ -10,6 +10,7 @@ address module data holds is every kernel's, with what it calls.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,7 @@ def reach(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         rdc = ["-rdc=true"] if name.startswith("rdc-") else []
         (out / f"{name}.cu").write_text((RDC_SOURCE if rdc else SOURCE).format(**{**BASE, **change}))
         commands.append([nvcc, "-c", *rdc, "-O3", "-gencode", "arch=compute_80,code=[compute_80,sm_80]", f"{name}.cu",
-                         "-o", f"{name}.o"])
+                         "--compress-mode=none", "-o", f"{name}.o"])  # uncompressed: a test patches a cubin
     toolchains.run_all(commands, cwd=out)
     return {name: out / f"{name}.o" for name in VARIANTS}
 
@@ -96,6 +97,28 @@ def test_a_function_module_data_points_at_is_every_kernels_with_what_it_reads(re
 def test_a_change_in_a_function_a_callee_calls_reaches_the_kernel(reach: dict[str, Path]) -> None:
     """chain -> outer -> inner: a change in inner is chain's, in SASS and in PTX, and no other kernel's."""
     assert _changed(reach, "rdc-inner") == {"sm_80": {"chain"}, "compute_80": {"chain"}}
+
+
+def test_a_callgraph_entry_of_a_shape_we_do_not_know_folds_in_every_function(
+        reach: dict[str, Path], tmp_path: Path) -> None:
+    """nvcc lists a function whose address is taken as (function, 1) after the callgraph's second marker.
+    Any other entry there may be a call we cannot place: every device function is then every kernel's, so a
+    change in inner, which only chain calls, changes them all (in SASS; PTX has no callgraph)."""
+    after_marker = struct.pack("<II", 0, cubindigest.ADDRESS_TAKEN)
+    changed = {}
+    for name in ("rdc-base", "rdc-inner"):
+        data = reach[name].read_bytes()
+        assert data.count(after_marker) == 1, name
+        entry = data.index(after_marker) + after_marker.__len__()
+        function, value = struct.unpack_from("<II", data, entry)
+        assert value == 1, (name, function, value)
+        changed[name] = tmp_path / f"{name}.o"
+        changed[name].write_bytes(data[:entry + 4] + struct.pack("<I", 2) + data[entry + 8:])
+    _, before, _ = _digests(changed["rdc-base"])
+    _, after, _ = _digests(changed["rdc-inner"])
+    short = {v: k for k, v in RDC.items()}
+    assert {short[k] for k in before if before[k]["sm_80"] != after[k]["sm_80"]} == set(RDC)
+    assert {short[k] for k in before if before[k]["compute_80"] != after[k]["compute_80"]} == {"chain"}
 
 
 def test_where_the_bank_encoding_is_unchecked_every_kernel_reads_every_bank(

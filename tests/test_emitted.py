@@ -190,6 +190,23 @@ def test_changed_relocatable_code_reaches_the_kernels_linked_with_it() -> None:
     assert _select(rdc("r-helper-1"), ["csrc/helper.cu"], base=rdc("r-helper-1")).to_run == []
 
 
+def test_relocatable_code_that_appears_reaches_the_kernels_linked_with_it() -> None:
+    """An -rdc object new in the change's build (a file added to the target, with a kernel of its own): its
+    device functions may be linked into the target's relocatable kernels and those of targets linked to it."""
+    def rdc(added: bool) -> dict[str, Any]:
+        objects = [_object("csrc/caller.cu", ["k0"], [], "h-caller", ["d0"], target="dev"),
+                   _object("csrc/user.cu", ["k1"], [], "h-user", ["d1"], target="app"),
+                   _object("csrc/far.cu", ["k2"], [], "h-far", ["d2"], target="far")]
+        if added:
+            objects.append(_object("csrc/added.cu", ["n0"], [], "h-added", ["n0d"], target="dev"))
+        for o in objects:
+            o["digests"]["relocatable"] = {"sm_80": "r-" + o["source"]}
+        return _map(objects, target_links={"app": ["dev"]})
+    s = _select(rdc(True), ["csrc/added.cu"], base=rdc(False))
+    assert s.fallback is None and s.to_run == ["test_k0", "test_k1", "test_o0"], (s.to_run, s.fallback_why)
+    assert "relocatable device code of dev differs" in next(d.why for d in s.decisions if d.test == "test_k1")
+
+
 def test_the_base_map_passed_as_the_changes_map_is_no_evidence() -> None:
     s = select(KernelMap(base_map()), _tests(), ["csrc/many.cu"], base=[KernelMap(base_map())])
     assert s.fallback == "commit-mismatch" and s.mode == "output" and "is the base map" in s.fallback_why
@@ -249,6 +266,17 @@ def test_an_object_without_digests_falls_back_to_source_mode() -> None:
     new = base_map()
     new["objects"][0]["digests"]["code"]["sm_80"][2] = ""  # a kernel no architecture digested
     assert _select(new, ["csrc/other.cu"]).mode == "source"
+
+
+def test_a_map_of_another_scheme_is_never_compared_even_when_its_records_read_alike() -> None:
+    """A newer writer's map (scheme SCHEME + 1): its records may look like these, but their digests may mean
+    something else, so sources decide, and the note names the scheme."""
+    newer = base_map()
+    newer["digests"] = map_digests.SCHEME + 1
+    _edit(newer, "csrc/many.cu", code={1: "d1-new"})
+    for new, base in ((newer, None), (base_map(), newer)):
+        s = _select(new, ["csrc/many.cu"], base=base)
+        assert s.mode == "source" and f"scheme {map_digests.SCHEME + 1}" in s.mode_why, s.mode_why
 
 
 def test_another_toolchain_runs_everything_and_says_why() -> None:
@@ -409,3 +437,9 @@ def test_precompiled_headers_and_device_images_need_no_host_digest() -> None:
     _edit(new, "csrc/many.cu", code={1: "d1-new"})
     s = _select(new, ["csrc/many.cu"], base=base)
     assert s.mode == "output" and s.to_run == ["test_k1"], (s.mode_why, s.to_run)
+    # the device image's kernels are compared like any others
+    new["objects"][-1]["digests"]["code"]["sm_80"] = ["r0d-new"]
+    recs = [*_tests(), Recording("test_r0", frozenset({"r0"}), True, BASE, "rec")]
+    s = select(KernelMap({**new, "commit": "c" * 40}), recs, ["csrc/raw.cu", "csrc/many.cu"],
+               base=[KernelMap(base)])
+    assert s.mode == "output" and s.to_run == ["test_k1", "test_r0"], (s.mode_why, s.to_run)

@@ -26,7 +26,10 @@ GIT = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"
 LICENCE = "# Copyright 2024 Example Corp.\n# SPDX-License-Identifier: Apache-2.0\n\n"
 FILES = {
     "pkg/__init__.py": "",
-    "pkg/util.py": '''def double(x):
+    "pkg/util.py": '''import sys
+
+
+def double(x):
     return x * 2
 
 
@@ -38,12 +41,28 @@ def helper():
     return "helped"
 
 
+def scaled(x, factor):
+    if factor != 1:
+        x = x * factor
+        x = round(x, 3)
+    return x
+
+
 def speedups():
     try:
         import fastmath  # an optional top-level module, not in the checkout
     except ImportError:
         return None
     return fastmath
+
+
+# Two definitions of one name in one scope: which one a test ran is told by its position among them.
+if sys.version_info >= (3, 8):
+    def flavour():
+        return "new"
+else:
+    def flavour():
+        return "old"
 ''',
     "pkg/ops.py": '''def accelerated():
     try:
@@ -91,6 +110,14 @@ def test_backend():
 
 def test_tuned():
     assert ops.tuned() is None
+
+
+def test_flavour():
+    assert util.flavour() == "new"
+
+
+def test_scaled():
+    assert util.scaled(0.1, 3) == 0.3
 ''',
     # Runs pkg/util.py in a child process from an installed copy (COPY_DIR), not from the checkout.
     "tests/test_copy.py": '''import os
@@ -104,9 +131,10 @@ def test_copy():
                          capture_output=True, text=True, check=True, env=env).stdout
     assert out.startswith("helped ") and out.split()[1].startswith(os.environ["COPY_DIR"])
 ''',
-    "tests/test_a.py": "LIMIT = 3\n\n\ndef test_a():\n    assert LIMIT == 3\n",
-    # Imports a name from another test module: what that module's import left is this test's too.
-    "tests/test_reuse.py": "from test_a import LIMIT\n\n\ndef test_reuse():\n    assert LIMIT == 3\n",
+    "tests/test_a.py": "LIMIT = 3\n\n\ndef limit():\n    return LIMIT\n\n\ndef test_a():\n    assert LIMIT == 3\n",
+    # Imports names from another test module: what that module's import left is this test's too, and it runs a
+    # function of that module (whose import-time code was test_a's alone).
+    "tests/test_reuse.py": "from test_a import LIMIT, limit\n\n\ndef test_reuse():\n    assert limit() == LIMIT\n",
     "tests/test_lazy.py": '''def test_imports():
     from pkg import lazy
 
@@ -124,7 +152,8 @@ ACCELERATED, BACKEND = "tests/test_util.py::test_accelerated", "tests/test_util.
 TUNED, COPY = "tests/test_util.py::test_tuned", "tests/test_copy.py::test_copy"
 TEST_A, REUSE = "tests/test_a.py::test_a", "tests/test_reuse.py::test_reuse"
 IMPORTS, USES = "tests/test_lazy.py::test_imports", "tests/test_lazy.py::test_uses"
-EVERY = {DOUBLE, SPEEDUPS, ACCELERATED, BACKEND, TUNED, COPY, TEST_A, REUSE, IMPORTS, USES}
+FLAVOUR, SCALED = "tests/test_util.py::test_flavour", "tests/test_util.py::test_scaled"
+EVERY = {DOUBLE, SPEEDUPS, ACCELERATED, BACKEND, TUNED, COPY, TEST_A, REUSE, IMPORTS, USES, FLAVOUR, SCALED}
 
 
 @dataclass(frozen=True)
@@ -192,6 +221,23 @@ def test_two_functions_that_swap_bodies_reach_the_tests_that_ran_them(suite: Sui
     assert found.known and set(found.tests) == {DOUBLE, COPY}  # no test ran triple(); test_copy ran a copy
 
 
+def test_a_statement_moved_out_of_an_if_block_reaches_the_tests_that_ran_its_function(suite: Suite,
+                                                                                     tmp_path: Path) -> None:
+    """Only the indentation changed: scaled() now rounds whatever the factor."""
+    edits = edited("pkg/util.py", "        x = round(x, 3)\n", "    x = round(x, 3)\n")
+    found = decide(suite, tmp_path, edits, "pkg/util.py")
+    assert found.known and set(found.tests) == {SCALED, COPY}
+
+
+def test_two_definitions_of_one_name_that_swap_bodies_reach_the_tests_that_ran_them(suite: Suite,
+                                                                                    tmp_path: Path) -> None:
+    """Both bodies are still in the file, under the same name: the flavour() test_flavour calls now returns "old"."""
+    edits = edited("pkg/util.py", '        return "new"\nelse:\n    def flavour():\n        return "old"\n',
+                   '        return "old"\nelse:\n    def flavour():\n        return "new"\n')
+    found = decide(suite, tmp_path, edits, "pkg/util.py")
+    assert found.known and set(found.tests) == {FLAVOUR, COPY}
+
+
 def test_a_test_that_ran_an_installed_copy_of_the_changed_file_runs(suite: Suite, tmp_path: Path) -> None:
     """test_copy's child ran pkg/util.py from a copy outside the checkout: its coverage never saw helper() run."""
     by_test = {r.test: r for r in suite.recordings}
@@ -222,6 +268,15 @@ def test_a_new_module_a_tested_function_imports_runs_that_function_s_tests(suite
     """The decidable case the ones below depart from: pkg/ops.py's tuned() tries `from . import fast`."""
     found = decide(suite, tmp_path, {"pkg/fast.py": "X = 1\n"}, "pkg/fast.py")
     assert found.known and set(found.tests) == {TUNED}
+
+
+def test_a_new_module_a_file_that_no_longer_parses_names_runs_every_test_that_ran_that_file(suite: Suite,
+                                                                                           tmp_path: Path) -> None:
+    """Where in tests/test_a.py the new import sits cannot be told: test_reuse ran its limit() and runs too."""
+    edits = {"pkg/fresh.py": "X = 1\n",
+             "tests/test_a.py": "from pkg import fresh\n" + FILES["tests/test_a.py"].replace("limit():", "limit(:")}
+    found = decide(suite, tmp_path, edits, "pkg/fresh.py")
+    assert found.known and set(found.tests) == {TEST_A, REUSE}
 
 
 def test_a_new_module_imported_by_a_new_file_nothing_decides_is_undecided(suite: Suite, tmp_path: Path) -> None:

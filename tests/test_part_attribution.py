@@ -6,8 +6,10 @@ scope it was started in, the window of tests it lived through (the tests
 log), and what it ran in each scope. Each one is a decision the merge takes
 for a process that real runs make only with effort: a worker that could not
 measure Python, a process started outside any test, processes of two recorder
-versions. The last case runs the real plugin on a project whose own pytest
-plugin (``-p``) imports project code before the measurement starts.
+versions, a process that lost some of its own launches. The last cases run the
+real plugin on small projects: one whose own pytest plugin (``-p``) imports
+project code before the measurement starts, one whose ``jit-decorators`` names
+a decorator that is not there, one whose test takes tracing away.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ def _log(folder: Path) -> Path:
 
 def _part(folder: Path, token: str, scope: str, *, kernels: dict[str, list[str]] | None = None,
           python: dict[str, dict[str, list[str]]] | None = None, problem: str = "", scheme: int = pyblocks.SCHEME,
-          lived: tuple[int, int] | None = None) -> None:
-    """A complete process's part file; ``lived``: the lines of the tests log it lived between."""
-    data: dict[str, Any] = {"pid": 1, "token": token, "scope": scope, "complete": True, "reason": "",
-                            "kernels": kernels or {}, "python": python, "pyblocks": scheme}
+          lived: tuple[int, int] | None = None, lost: str = "") -> None:
+    """A process's part file; ``lived``: the lines of the tests log it lived between; ``lost``: why some of its
+    own launches went unrecorded (it is incomplete)."""
+    data: dict[str, Any] = {"pid": 1, "token": token, "scope": scope, "complete": not lost, "reason": lost,
+                            "own_launches": True, "kernels": kernels or {}, "python": python, "pyblocks": scheme}
     if python is None:
         data["python_problem"] = problem
     if lived is not None:
@@ -99,6 +102,21 @@ def test_processes_of_two_block_schemes_give_no_test_python_evidence(tmp_path: P
         assert record["python_problem"] == "processes of several block schemes", (test, record)
 
 
+def test_a_process_that_lost_launches_leaves_every_scope_it_recorded_kernels_in_incomplete(tmp_path: Path) -> None:
+    """A process that scopes its own launches (one that runs tests itself, as a pytest run in a child does) and
+    lost some of them may have lost a launch of any scope it recorded: a module fixture's reaches the module's
+    later tests, though the process ended within the first."""
+    _part(tmp_path, "root", "scope::", kernels={FIRST: ["_Z5firstv"]})
+    _part(tmp_path, "runner", FIRST, kernels={"scope::tests/test_m.py": ["_Z6modulev"]}, lived=(0, 2),
+          lost="CUPTI dropped 3 activity records")
+    records = _records(tmp_path)
+    for test in (FIRST, SECOND):
+        assert not records[test]["complete"], records[test]
+        assert records[test]["reason"] == "process runner: CUPTI dropped 3 activity records", records[test]
+        assert "_Z6modulev" in records[test]["kernels"], records[test]
+    assert records[THIRD]["complete"], records[THIRD]
+
+
 # -- modules imported before the measurement started ---------------------------------------------------------
 
 PROJECT = {
@@ -131,25 +149,95 @@ def test_uses():
 }
 
 
-def test_modules_imported_before_the_measurement_started_count_whole_for_every_test(tmp_path: Path) -> None:
-    """Their import ran unseen, and any test may read what it left behind: every block of theirs, for every
-    test, the test that never called them too."""
+def _recorded(tmp_path: Path, files: dict[str, str], *pytest_args: str) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """The project ``files`` in a new git checkout, its tests run under the recorder (CUPTI's stand-in, real
+    coverage.py): the checkout, and its records by test."""
     repo = tmp_path / "repo"
-    for rel, text in PROJECT.items():
+    for rel, text in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_SYMBOL_MAP")}
     env["PYTHONPATH"] = os.pathsep.join([str(_cupti_package(tmp_path)), str(repo)])
     out = tmp_path / "rec"
-    proc = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pkg.testing",
+    proc = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args,
                            "--kernel-record", str(out), "--kernel-record-commit", "c" * 40],
                           cwd=repo, env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    records = {r["test"]: r for r in map(json.loads, (out / "pytest.jsonl").read_text().splitlines())}
+    return repo, {r["test"]: r for r in map(json.loads, (out / "pytest.jsonl").read_text().splitlines())}
+
+
+def test_modules_imported_before_the_measurement_started_count_whole_for_every_test(tmp_path: Path) -> None:
+    """Their import ran unseen, and any test may read what it left behind: every block of theirs, for every
+    test, the test that never called them too."""
+    repo, records = _recorded(tmp_path, PROJECT, "-p", "pkg.testing")
     assert set(records) == {"tests/test_uses.py::test_uses", "tests/test_other.py::test_other"}
     for rel in ("pkg/testing.py", "pkg/helpers.py"):
         every = set(pyblocks.split((repo / rel).read_bytes()).digests)
         for test, record in records.items():
             assert record["python"] is not None, record
             assert every <= set(record["python"].get(rel, ())), (rel, test, record["python"])
+
+
+# -- what the measurement could not see ----------------------------------------------------------------------
+
+UNWATCHED_JIT = {
+    # jit-decorators names a decorator its module does not have (a typo, or one renamed since): code it
+    # compiles would run unseen.
+    "pyproject.toml": '[tool.kernel-symbol-map]\njit-decorators = ["pkg.jitlib:compile"]\n',
+    "pkg/__init__.py": "",
+    "pkg/jitlib.py": '''def jit(fn):
+    return fn
+''',
+    "tests/test_jit.py": '''from pkg import jitlib
+
+
+def test_jit():
+    assert jitlib.jit(len)("ab") == 2
+''',
+    "tests/test_other.py": '''def test_other():
+    pass
+''',
+}
+
+
+def test_a_jit_decorator_that_cannot_be_watched_leaves_every_test_without_python_evidence(tmp_path: Path) -> None:
+    """What the named decorator compiles never runs in the interpreter, and it cannot be watched: no test may be
+    cleared by Python coverage, and each record says why."""
+    _, records = _recorded(tmp_path, UNWATCHED_JIT)
+    assert set(records) == {"tests/test_jit.py::test_jit", "tests/test_other.py::test_other"}
+    for test, record in records.items():
+        assert record["python"] is None, (test, record)
+        assert "jit-decorators names pkg.jitlib:compile, which is not there" in record["python_problem"], record
+
+
+TRACER_TAKEN = {
+    "pkg/__init__.py": "",
+    "tests/test_taken.py": '''import sys
+import threading
+
+
+def _elsewhere(frame, event, arg):
+    return None
+
+
+def test_takes_tracing():
+    # Installed from threading's own code, as threading.settrace_all_threads (Python 3.12) installs it: the
+    # recorder's tracer is replaced, and everything after runs unseen.
+    threading.Thread(target=sys.settrace, args=(_elsewhere,)).run()
+
+
+def test_after():
+    pass
+''',
+}
+
+
+def test_a_tracer_that_replaced_the_recorders_is_found_at_the_next_scope(tmp_path: Path) -> None:
+    """However the recorder's tracer was replaced, the plugin's next scope switch finds another in its place:
+    the code that ran meanwhile was not measured, so no test has Python evidence."""
+    _, records = _recorded(tmp_path, TRACER_TAKEN)
+    assert set(records) == {"tests/test_taken.py::test_takes_tracing", "tests/test_taken.py::test_after"}
+    for test, record in records.items():
+        assert record["python"] is None, (test, record)
+        assert "another tracer replaced this recorder's" in record["python_problem"], record

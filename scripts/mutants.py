@@ -1185,7 +1185,6 @@ MUTANTS = [
            '        elif group != CALLS or not _undefined_function(cubin, callee):',
            '        elif group == CALLS_INDIRECTLY:',
            ('tests/test_digest_reach.py::test_a_callgraph_entry_of_a_shape_we_do_not_know_folds_in_every_function',)),
-    # -- 41.E: output mode's digests: emitted, digests, ptxdigest, cubindigest (insert above this line)
     Mutant("41.S1", "--whole-target over several maps widens only to the targets the first map compiles a file into",
            "consumer/selection.py", "    links: tuple[Link, ...] = tuple(lk for r in present for lk in r.links)",
            "    links: tuple[Link, ...] = tuple(present[0].links)",
@@ -1222,7 +1221,18 @@ MUTANTS = [
            "buildtree/buildrules.py", "        inputs = st.inputs + st.implicit if st.implicit else st.inputs",
            "        inputs = st.inputs",
            ("tests/test_generators.py::test_a_ninja_rule_s_implicit_inputs_are_inputs_of_what_it_makes",)),
-    # -- 41.S: selection, rules, config, inputs, names, generated, buildrules (insert above this line)
+    Mutant('41.S10', 'rules that decide every changed file skip what the builds emitted and tests without evidence', 'consumer/selection.py',
+           '        elif rules_only and not reached and not widened:',
+           '        elif rules_only and not widened:',
+           ('tests/test_selection_evidence.py::test_rules_that_decide_every_changed_file_leave_what_the_builds_emitted_to_the_evidence',)),
+    Mutant('41.S11', 'jit-sources in [tool.kernel-symbol-map] is not read as the project's paths', 'consumer/config.py',
+           '    for key in (*PATH_LISTS, "external-kernels", "jit-sources"):',
+           '    for key in (*PATH_LISTS, "external-kernels"):',
+           ('tests/test_config.py::test_jit_sources_in_the_table_are_the_files_the_package_compiles_at_run_time',)),
+    Mutant('41.S12', 'a cut label copied from a report no longer finds its kernel', 'consumer/names.py',
+           '            return pattern in forms or (bool(prefix) and any(f.startswith(prefix) for f in forms))',
+           '            return pattern in forms',
+           ('tests/test_names.py::test_a_cut_label_with_folded_arguments_copied_from_a_report_finds_its_kernel',)),
     Mutant("41.R1", "a worker that could not measure Python leaves the later tests it served with Python evidence",
            "recorder/parts.py", "        served = set(_targets(part.scope, tests, known)) | lived",
            "        served = set(_targets(part.scope, tests, known))",
@@ -1250,7 +1260,22 @@ MUTANTS = [
            "tests that called them", "recorder/pycoverage.py",
            "                found[default_scope][rel].update(_blocks(Path(path)).digests)", "                pass",
            ("tests/test_part_attribution.py::test_modules_imported_before_the_measurement_started_count_whole_for_every_test",)),
-    # -- 41.R: recorder evidence: parts, spawns, pycoverage (insert above this line)
+    Mutant("41.R8", "a process that lost some of its own launches leaves complete the later tests of a fixture scope "
+           "it recorded kernels in", "recorder/parts.py",
+           "            reached = {t for scope in (part.scope, *part.kernels) for t in _targets(scope, tests, found)}",
+           "            reached = {t for scope in (part.scope,) for t in _targets(scope, tests, found)}",
+           ("tests/test_part_attribution.py::"
+            "test_a_process_that_lost_launches_leaves_every_scope_it_recorded_kernels_in_incomplete",)),
+    Mutant("41.R9", "a jit-decorators entry that cannot be watched still gives every test Python evidence",
+           "recorder/pycoverage.py",
+           '        problem = self.problem or (self.jit.problem if self.jit is not None else "")',
+           "        problem = self.problem",
+           ("tests/test_part_attribution.py::"
+            "test_a_jit_decorator_that_cannot_be_watched_leaves_every_test_without_python_evidence",)),
+    Mutant("41.R10", "a tracer installed from threading's code (threading.settrace_all_threads) replaces the "
+           "recorder's unseen: the tests after it keep Python evidence", "recorder/pycoverage.py",
+           "            if sys.gettrace() is not self._tracer and not self.problem:", "            if False:",
+           ("tests/test_part_attribution.py::test_a_tracer_that_replaced_the_recorders_is_found_at_the_next_scope",)),
     Mutant("41.T1", "a fork server outlives the recording: its part comes after the merge, and every test reads incomplete",
            "recorder/pytest_plugin.py", "            _release_forkserver()\n", "            pass\n",
            ("tests/test_test_runners.py::test_a_forkserver_s_children_are_recorded_and_the_server_does_not_outlive_the_recording",)),
@@ -1279,7 +1304,6 @@ MUTANTS = [
            "recorder/process.py", "        util.Finalize(child, child.finish, exitpriority=100)", "        pass",
            ("tests/test_test_runners.py::test_a_forkserver_s_children_are_recorded_and_the_server_does_not_outlive_the_recording",
             "tests/test_recorder.py::test_the_hook_starts_in_spawned_forked_and_subprocess_children")),
-    # -- 41.T: test runners: forkserver, xdist, rerunfailures, timeout (insert above this line)
     Mutant("41.P1", "a test that ran an installed copy of the changed file is not run", "consumer/pythonfiles.py",
            "            elif rel in r.python_copies:", "            elif False:",
            ("tests/test_python_changes.py::test_a_test_that_ran_an_installed_copy_of_the_changed_file_runs",)),
@@ -1307,7 +1331,21 @@ MUTANTS = [
     Mutant("41.P9", "a module below a licence header is never seen imported by a test: its import-time code stays that test's",
            "mapformat/pyblocks.py", "tree.body[0].lineno if tree.body else 1)", "1)",
            ("tests/test_python_changes.py::test_a_module_s_first_statement_below_a_licence_header_marks_where_it_was_imported",)),
-    # -- 41.P: Python files: pythonfiles, pyblocks (insert above this line)
+    Mutant("41.P10", "a new module named by a file that no longer parses runs only the tests that ran that file's "
+           "import-time code, not those that ran its functions", "consumer/pythonfiles.py",
+           "    if head is None or base is None or 0 in lines:", "    if head is None or base is None:",
+           ("tests/test_python_changes.py::test_a_new_module_a_file_that_no_longer_parses_names_runs_every_test_that_ran_that_file",)),
+    Mutant("41.P11", "a statement moved into or out of an if-block (its indentation alone changed) reaches no test",
+           "mapformat/pyblocks.py",
+           "_SKIPPED = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER})",
+           "_SKIPPED = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER, "
+           "tokenize.INDENT, tokenize.DEDENT})",
+           ("tests/test_python_changes.py::test_a_statement_moved_out_of_an_if_block_reaches_the_tests_that_ran_its_function",)),
+    Mutant("41.P12", "two definitions of one name in a scope (if/else) that swap bodies digest as before: the test that "
+           "ran one of them is not run", "mapformat/pyblocks.py",
+           'inner = (*scope, child.name if seen[name] == 1 else f"{child.name}#{seen[name]}")',
+           "inner = (*scope, child.name)",
+           ("tests/test_python_changes.py::test_two_definitions_of_one_name_that_swap_bodies_reach_the_tests_that_ran_them",)),
     Mutant("38.L1", "a test's libraries are not noted at its end", "recorder/pytest_plugin.py",
            "                self.recorder.note_libraries(item.nodeid)", "                pass", (NATIVE,)),
 ]

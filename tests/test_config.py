@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from projects import Build
+from test_selection_evidence import A_K, ONE, jsonl, write_map
 
 from kernel_symbol_map.cli import main
 from kernel_symbol_map.consumer import config, inputs
@@ -87,6 +88,7 @@ def test_the_table_is_said_in_a_note(project: Path, monkeypatch: pytest.MonkeyPa
     ("map = 3", "map must be a string or a non-empty list of strings"),
     ("map = []", "map must be a string or a non-empty list of strings"),
     ("rules = []", "rules must be a path (a string)"),
+    ("jit-sources = []", "jit-sources must be a string or a non-empty list of strings"),
     ("[tool.kernel-symbol-map.x]", "has no key 'x'"),
 ])
 def test_a_bad_table_is_one_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -153,3 +155,25 @@ def test_a_table_path_spelled_as_a_name_is_a_path_when_that_file_is_there(tmp_pa
     assert found.get("map") == [str(tmp_path / "dist"), "my_kernels"]
     assert found.get("recordings") == ["recorded"]
     assert found.rules == str(tmp_path / "rules")
+
+
+def test_jit_sources_in_the_table_are_the_files_the_package_compiles_at_run_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``jit-sources`` in the table declares csrc/jit/** compiled at run time, as ``--jit-sources`` does: a
+    change there runs the test that launched a kernel no map knows (the run-time compile may have made it),
+    though the rules name no test for the file and that kernel is declared external."""
+    jitted = "_Z6jittedv"
+    write_map(tmp_path / "map.json.gz", ONE)
+    jsonl(tmp_path / "r.jsonl", {"test_a": [A_K], "test_made": [jitted]})
+    (tmp_path / "rules.json").write_text(json.dumps({"rules": [{"paths": ["csrc/jit/**"], "tests": []}]}))
+    table = ('[tool.kernel-symbol-map]\nmap = "map.json.gz"\nrecordings = "r.jsonl"\nrules = "rules.json"\n'
+             f'external-kernels = ["{jitted}"]\n')
+    (tmp_path / "pyproject.toml").write_text(table + 'jit-sources = ["csrc/jit/**"]\n')
+    monkeypatch.chdir(tmp_path)
+    changed = ["--source-root", str(tmp_path), "--changed", "csrc/jit/kernel.cu"]
+    from_table = _selection(capsys, *changed)
+    assert from_table["run"] == ["test_made"] and from_table["skip"] == ["test_a"]
+    assert [f["decided_by"] for f in from_table["files"]] == ["run-time"]
+    assert _selection(capsys, *changed, "--jit-sources", "csrc/jit/**")["run"] == ["test_made"]
+    (tmp_path / "pyproject.toml").write_text(table)  # undeclared: the rules' word alone
+    assert _selection(capsys, *changed)["run"] == []

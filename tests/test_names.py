@@ -244,3 +244,16 @@ def test_instantiations_folded_alike_are_labelled_apart_by_their_arguments(tmp_p
     assert readable(long_, 12) == readable(int_, 12)
     apart = labels([long_, int_], 12)
     assert apart == {long_: "ns::k<ns::policy<1>, long>", int_: "ns::k<ns::policy<1>, int>"}
+
+
+def test_a_cut_label_with_folded_arguments_copied_from_a_report_finds_its_kernel() -> None:
+    """A report cut ``ns::outer<...>::inner_kernel`` to ``ns::outer<...>::inner...``: the copied label finds
+    that kernel (every instantiation it folds), and not a kernel the cut part does not begin."""
+    inner = "_ZN2ns5outerINS_6policyILi1EEElE12inner_kernelEv"
+    other = "_ZN2ns5outerINS_6policyILi1EEElE12other_kernelEv"
+    assert full(inner) == "ns::outer<ns::policy<1>, long>::inner_kernel()"
+    copied = readable(inner, 24)
+    assert copied == "ns::outer<...>::inner..."
+    found = name_filter(copied)
+    assert found(inner) and found("_ZN2ns5outerINS_6policyILi2EEEiE12inner_kernelEv")
+    assert not found(other)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_emitted import BASE, base_map
 from test_selection_safety import git
 
 from kernel_symbol_map.cli import main
@@ -300,3 +301,27 @@ def test_an_empty_change_set_allowed_still_runs_the_tests_evidence_cannot_clear(
         assert {d.test: d.reason for d in result.decisions} == {
             "test_a": "not-reached", "test_b": "recording-incomplete", "test_c": COMMIT_MISMATCH}
         assert result.to_run == ["test_b", "test_c"]
+
+
+def test_rules_that_decide_every_changed_file_leave_what_the_builds_emitted_to_the_evidence() -> None:
+    """Output mode: the rules name no test for CMakeLists.txt, the only file changed, yet the change's build
+    emitted kernel k1 differently. The rules' word covers the file, not k1: the test that launched it runs,
+    and so does one whose recording is incomplete (it may have launched it); a complete recording that did
+    not is skipped. When nothing was emitted differently, the rules alone decide."""
+    rules = StaticRules.parse({"rules": [{"paths": ["CMakeLists.txt"], "tests": []}]})
+    recordings = [Recording("test_k0", frozenset({"k0"}), True, BASE, ""),
+                  Recording("test_k1", frozenset({"k1"}), True, BASE, ""),
+                  Recording("test_k2", frozenset({"k2"}), False, BASE, "", why_incomplete="the process crashed")]
+    change = "c" * 40  # the pull request's build
+    new = base_map() | {"commit": change}  # CMakeLists.txt is a configure input of both builds
+    next(o for o in new["objects"] if o["source"] == "csrc/many.cu")["digests"]["code"]["sm_80"][1] = "d1-new"
+    result = select(KernelMap(new), recordings, ["CMakeLists.txt"], options=Options(rules=rules),
+                    base=[KernelMap(base_map())])
+    assert result.mode == "output" and result.fallback is None
+    assert result.verdicts["CMakeLists.txt"].by == "rules"
+    assert {d.test: d.reason for d in result.decisions} == {
+        "test_k0": "not-reached", "test_k1": "launched", "test_k2": "recording-incomplete"}
+    assert result.to_run == ["test_k1", "test_k2"]
+    same = select(KernelMap(base_map() | {"commit": change}), recordings, ["CMakeLists.txt"],
+                  options=Options(rules=rules), base=[KernelMap(base_map())])
+    assert same.to_run == [] and {d.reason for d in same.decisions} == {"rules"}

@@ -147,6 +147,29 @@ def test_digests_cached_by_another_scheme_are_taken_again(kernel_builds: dict[st
     assert again["objects"] == truth["objects"]
 
 
+def test_digests_cached_with_other_folders_masked_are_taken_again(kernel_builds: dict[str, Build],
+                                                                   tmp_path: Path) -> None:
+    """Digests mask the build's folders (a device assert's path): a cache written while other folders were
+    masked holds digests of other bytes, and is never served."""
+    from kernel_symbol_map.producer.cache import ObjectCache
+
+    b = kernel_builds["newest-ninja"]
+    truth = _map(b, tmp_path / "truth.json.gz", "--no-cache")
+    _map(b, tmp_path / "warm.json.gz")
+    path = b.build / ".kernel_symbol_map" / "cache.json"
+    cache = ObjectCache(b.build, json.loads(path.read_text().splitlines()[0])["tool"])
+    assert cache.entries
+    for entry in cache.entries.values():  # as a run that masked other folders wrote them
+        entry["value"]["folders"] = "0" * 16
+        if entry["value"]["digests"]:
+            entry["value"]["digests"]["host"] = "0" * 16
+    cache.changed = True
+    cache.save(cache.entries)
+    (b.build / ".kernel_symbol_map" / "last-run.json").unlink()
+    again = _map(b, tmp_path / "again.json.gz")
+    assert again["objects"] == truth["objects"]
+
+
 @pytest.mark.parametrize("util_object", ["3.25-ninja"], indirect=True)
 def test_an_object_that_could_not_be_read_is_never_served_from_the_cache(util_object: tuple[Build, Path],
                                                                            tmp_path: Path) -> None:

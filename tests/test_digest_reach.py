@@ -39,11 +39,12 @@ __global__ void alone(int* x) {{ x[0] = 7; }}
 __device__ __noinline__ int inner(int v) {{ return v * {inner}; }}
 __device__ __noinline__ int outer(int v) {{ return inner(v) + 1; }}
 __global__ void chain(int* x) {{ x[0] = outer(x[1]); }}
+__device__ __noinline__ int unused(int v) {{ return v * {unused}; }}
 """
-BASE = {"table": "4", "helper": "2", "message": "negative: %d\\n", "target": "3", "inner": "5"}
+BASE = {"table": "4", "helper": "2", "message": "negative: %d\\n", "target": "3", "inner": "5", "unused": "7"}
 VARIANTS = {"base": {}, "table": {"table": "5"}, "message": {"message": "below zero: %d\\n"},
             "rdc-base": {}, "rdc-message": {"message": "below zero: %d\\n"}, "rdc-target": {"target": "4"},
-            "rdc-inner": {"inner": "6"}}
+            "rdc-inner": {"inner": "6"}, "rdc-unused": {"unused": "8"}}
 K = {"direct": "_Z6directPi", "reader": "_Z6readerPi", "says": "_Z4saysPi", "alone": "_Z5alonePi"}
 RDC = {"through": "_Z7throughPi", "alone": "_Z5alonePi", "chain": "_Z5chainPi"}
 
@@ -97,6 +98,13 @@ def test_a_function_module_data_points_at_is_every_kernels_with_what_it_reads(re
 def test_a_change_in_a_function_a_callee_calls_reaches_the_kernel(reach: dict[str, Path]) -> None:
     """chain -> outer -> inner: a change in inner is chain's, in SASS and in PTX, and no other kernel's."""
     assert _changed(reach, "rdc-inner") == {"sm_80": {"chain"}, "compute_80": {"chain"}}
+
+
+def test_a_function_no_kernel_is_known_to_reach_is_every_kernels(reach: dict[str, Path]) -> None:
+    """unused is kept (relocatable code: another object may call it) though no kernel here calls it: where
+    nothing says which kernel reaches a function, every kernel may, in SASS. PTX names every call and every
+    address taken, so there no kernel's digest changes."""
+    assert _changed(reach, "rdc-unused") == {"sm_80": set(RDC)}
 
 
 def test_a_callgraph_entry_of_a_shape_we_do_not_know_folds_in_every_function(
@@ -226,3 +234,13 @@ def test_a_byte_arrays_size_past_its_initialiser_counts() -> None:
 
     small, large = (entry_digests(PTX.format(size=n).encode()) for n in (8, 64))
     assert small[1] and small[0] != large[0]
+
+
+def test_an_entry_the_text_does_not_define_as_expected_leaves_every_entry_the_whole_texts_digest() -> None:
+    """j is declared, not defined: the text does not split into one body per ``.entry``, so each entry it
+    names (j too) gets the whole text's digest, never a per-entry digest that leaves j out."""
+    from kernel_symbol_map.readers.ptxdigest import entry_digests
+
+    text = PTX.format(size=8) + ".visible .entry j(.param .u64 p);\n"
+    found, per_entry = entry_digests(text.encode())
+    assert not per_entry and found.keys() == {"k", "j"} and found["k"] == found["j"]

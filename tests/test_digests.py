@@ -296,6 +296,16 @@ def test_a_kernel_in_two_images_of_one_architecture_has_both_in_its_digest(diges
         assert same["_Z4fillILi1EEvPi"][arch] != other["_Z4fillILi1EEvPi"][arch], arch
 
 
+def test_a_record_counts_only_the_kernels_it_holds_a_digest_of() -> None:
+    """An image that lacks a kernel of ``symbols`` (the two readers disagree on what an image holds): the
+    record says it covers one of two kernels, and a consumer reads it as not covering the other."""
+    image = map_digests.ImageDigests("sm_80", {"a": "11" * 8}, per_kernel=True)
+    packed = map_digests.pack(["a", "b"], [image], "22" * 8)
+    assert packed is not None and packed["covers"] == {"host": "digested", "kernels": 1}
+    o = {"object": "x.o", "device": True, "symbols": ["a", "b"], "digests": packed}
+    assert map_digests.uncovered(o) == "has no digest of kernel b in any architecture"
+
+
 @pytest.mark.hip
 def test_hip_code_objects_are_digested_whole(hip_corpus: dict[str, Path]) -> None:
     """Kernels share an AMDGPU code object's .text with no boundary nvcc's sections give: one digest per

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,49 +125,45 @@ def test_no_cache_writes_no_cache(kernel_builds: dict[str, Build], tmp_path: Pat
     assert not (folder / "cache.json").exists() and not (folder / "last-run.json").exists()
 
 
-def test_digests_cached_by_another_scheme_are_taken_again(kernel_builds: dict[str, Build], tmp_path: Path) -> None:
-    """A cache written when digests meant something else (another scheme) is never served: its entries hold
-    old digests, and an old record says less than a new one must."""
+def _tampered_cache_is_read_again(b: Build, tmp_path: Path, tamper: Callable[[dict[str, Any]], None]) -> None:
+    """Map ``b`` with a warm cache whose entries ``tamper`` rewrote: the map equals one made without a cache."""
     from kernel_symbol_map.producer.cache import ObjectCache
 
-    b = kernel_builds["newest-ninja"]
     truth = _map(b, tmp_path / "truth.json.gz", "--no-cache")
     _map(b, tmp_path / "warm.json.gz")
     path = b.build / ".kernel_symbol_map" / "cache.json"
     cache = ObjectCache(b.build, json.loads(path.read_text().splitlines()[0])["tool"])  # as this version wrote it
     assert cache.entries
-    for entry in cache.entries.values():  # as an older version wrote them
-        entry["value"].pop("scheme", None)
-        if entry["value"]["digests"]:
-            entry["value"]["digests"] = {"host": "0" * 16}
+    for entry in cache.entries.values():
+        tamper(entry["value"])
     cache.changed = True
     cache.save(cache.entries)
     (b.build / ".kernel_symbol_map" / "last-run.json").unlink()
     again = _map(b, tmp_path / "again.json.gz")
     assert again["objects"] == truth["objects"]
+
+
+def test_digests_cached_by_another_scheme_are_taken_again(kernel_builds: dict[str, Build], tmp_path: Path) -> None:
+    """A cache written when digests meant something else (another scheme) is never served: its entries hold
+    old digests, and an old record says less than a new one must."""
+    def as_an_older_version_wrote_it(value: dict[str, Any]) -> None:
+        value.pop("scheme", None)
+        if value["digests"]:
+            value["digests"] = {"host": "0" * 16}
+
+    _tampered_cache_is_read_again(kernel_builds["newest-ninja"], tmp_path, as_an_older_version_wrote_it)
 
 
 def test_digests_cached_with_other_folders_masked_are_taken_again(kernel_builds: dict[str, Build],
                                                                    tmp_path: Path) -> None:
     """Digests mask the build's folders (a device assert's path): a cache written while other folders were
     masked holds digests of other bytes, and is never served."""
-    from kernel_symbol_map.producer.cache import ObjectCache
+    def as_a_run_masking_other_folders_wrote_it(value: dict[str, Any]) -> None:
+        value["folders"] = "0" * 16
+        if value["digests"]:
+            value["digests"]["host"] = "0" * 16
 
-    b = kernel_builds["newest-ninja"]
-    truth = _map(b, tmp_path / "truth.json.gz", "--no-cache")
-    _map(b, tmp_path / "warm.json.gz")
-    path = b.build / ".kernel_symbol_map" / "cache.json"
-    cache = ObjectCache(b.build, json.loads(path.read_text().splitlines()[0])["tool"])
-    assert cache.entries
-    for entry in cache.entries.values():  # as a run that masked other folders wrote them
-        entry["value"]["folders"] = "0" * 16
-        if entry["value"]["digests"]:
-            entry["value"]["digests"]["host"] = "0" * 16
-    cache.changed = True
-    cache.save(cache.entries)
-    (b.build / ".kernel_symbol_map" / "last-run.json").unlink()
-    again = _map(b, tmp_path / "again.json.gz")
-    assert again["objects"] == truth["objects"]
+    _tampered_cache_is_read_again(kernel_builds["newest-ninja"], tmp_path, as_a_run_masking_other_folders_wrote_it)
 
 
 @pytest.mark.parametrize("util_object", ["3.25-ninja"], indirect=True)

@@ -118,10 +118,11 @@ def digest_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for pair, second in (("joined_same", "1"), ("joined_other", "2")):
         toolchains.run(["ld", "-r", str(out / "tmpl1.o"), str(out / f"tmpl{second}.o"), "-o", str(out / f"{pair}.o")])
         found[pair] = out / f"{pair}.o"
-    for scale in ("2", "3"):  # two relocatable images of one architecture, the second's helper changed
-        found[f"rdc_joined{scale}"] = out / f"rdc_joined{scale}.o"
-        toolchains.run(["ld", "-r", str(out / "caller2.o"), str(out / f"helper{scale}.o"), "-o",
-                        str(found[f"rdc_joined{scale}"])])
+    for scale in ("2", "3"):  # two relocatable images of one architecture, helper changed: second, then first
+        for name, pair in ((f"rdc_joined{scale}", ("caller2", f"helper{scale}")),
+                           (f"rdc_joined_first{scale}", (f"helper{scale}", "caller2"))):
+            found[name] = out / f"{name}.o"
+            toolchains.run(["ld", "-r", *(str(out / f"{n}.o") for n in pair), "-o", str(found[name])])
     return found
 
 
@@ -254,8 +255,9 @@ def test_relocatable_device_code_has_a_digest_of_its_whole_image(digest_corpus: 
         _read_and_measure(read_kernels, digest_corpus["caller3"])[2]["relocatable"]
     assert "relocatable" not in _read_and_measure(read_kernels, digest_corpus["base"])[2]
     # ld -r of caller.o and helper.o: two relocatable sm_80 images, and the second one's change counts
-    joined = [_read_and_measure(read_kernels, digest_corpus[f"rdc_joined{s}"])[2]["relocatable"] for s in "23"]
-    assert joined[0].keys() == {"sm_80"} and joined[0] != joined[1]
+    for joined in ("rdc_joined", "rdc_joined_first"):  # the changed image second, then first
+        found = [_read_and_measure(read_kernels, digest_corpus[f"{joined}{s}"])[2]["relocatable"] for s in "23"]
+        assert found[0].keys() == {"sm_80"} and found[0] != found[1], joined
 
 
 def test_a_function_reached_only_through_a_pointer_is_every_kernels(digest_corpus: dict[str, Path]) -> None:
@@ -304,6 +306,14 @@ def test_a_record_counts_only_the_kernels_it_holds_a_digest_of() -> None:
     assert packed is not None and packed["covers"] == {"host": "digested", "kernels": 1}
     o = {"object": "x.o", "device": True, "symbols": ["a", "b"], "digests": packed}
     assert map_digests.uncovered(o) == "has no digest of kernel b in any architecture"
+
+
+def test_an_image_naming_a_kernel_the_symbols_lack_leaves_the_object_without_digests() -> None:
+    """The reader that listed the symbols and the one that digested disagree: no digests (sources decide)
+    rather than a record without that image's architecture."""
+    images = [map_digests.ImageDigests("sm_80", {"a": "11" * 8}, per_kernel=True),
+              map_digests.ImageDigests("sm_90", {"a": "33" * 8, "c": "44" * 8}, per_kernel=True)]
+    assert map_digests.pack(["a"], images, "22" * 8) is None
 
 
 @pytest.mark.hip

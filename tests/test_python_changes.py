@@ -312,3 +312,24 @@ def test_a_new_module_beside_a_folder_of_its_name_is_undecided(suite: Suite, tmp
     """pkg/backends.py takes the name of the namespace package pkg/backends/, which test_backend imports from."""
     found = decide(suite, tmp_path, {"pkg/backends.py": "X = 1\n"}, "pkg/backends.py")
     assert not found.known and "beside the folder pkg/backends/" in found.why
+
+
+def test_output_mode_asks_git_about_the_recordings_commit_not_the_changes(suite: Suite, tmp_path: Path) -> None:
+    """The change's build is of a commit that adds pkg/fast.py: at the recordings' commit it did not exist, so
+    it is new, decided by what imports it (test_tuned's function), though the change's commit has it (where
+    it would be a file no test executed, which nothing decides)."""
+    from test_emitted import _map, _object
+
+    from kernel_symbol_map.consumer.kernelmap import KernelMap
+    from kernel_symbol_map.consumer.selection import Options, select
+
+    clone = tmp_path / "pr"
+    subprocess.run(["git", "clone", "-q", str(suite.repo), str(clone)], check=True)
+    (clone / "pkg" / "fast.py").write_text("X = 1\n")
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "fast")
+    objects = [_object("csrc/bind.cpp", [], [], "h-bind", [])]
+    base, change = _map(objects, suite.commit), _map(objects, git(clone, "rev-parse", "HEAD"))
+    found = select(KernelMap(change), suite.recordings, ["pkg/fast.py"], options=Options(source_root=clone),
+                   base=[KernelMap(base)])
+    assert found.mode == "output" and found.to_run == [TUNED], (found.to_run, found.reasons)

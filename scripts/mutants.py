@@ -1303,6 +1303,21 @@ MUTANTS = [
            "recorder's unseen: the tests after it keep Python evidence", "recorder/pycoverage.py",
            "            if sys.gettrace() is not self._tracer and not self.problem:", "            if False:",
            ("tests/test_part_attribution.py::test_a_tracer_that_replaced_the_recorders_is_found_at_the_next_scope",)),
+    Mutant("41.R11", "a CI step's record is complete though a process lost launches within a window of tests",
+           "recorder/parts.py",
+           "for p in parts if not p.complete and not (windowed and _scoped(p))]",
+           "for p in parts if not p.complete and not _scoped(p)]",
+           ("tests/test_part_attribution.py::"
+            "test_a_ci_steps_record_is_incomplete_when_a_process_lost_launches_in_its_window",)),
+    Mutant("41.R12", "a process no recorder saw makes only the tests begun in its life incomplete, not the one that "
+           "started it", "recorder/parts.py",
+           "        for t in set(_targets(u.scope, tests, found)) | {t for t in later if t in own}:",
+           "        for t in {t for t in later if t in own}:",
+           ("tests/test_audit_records.py::test_a_process_no_recorder_saw_makes_the_test_that_started_it_incomplete",)),
+    Mutant("41.R13", "a start the recorder could not follow costs only the recorder's own window of tests",
+           "recorder/spawns.py", "            recorder.unfollowed = True", "            pass",
+           ("tests/test_audit_records.py::"
+            "test_a_start_the_recorder_could_not_follow_says_its_launches_are_not_all_its_own",)),
     Mutant("41.T1", "a fork server outlives the recording: its part comes after the merge, and every test reads incomplete",
            "recorder/pytest_plugin.py", "            _release_forkserver()\n", "            pass\n",
            ("tests/test_test_runners.py::test_a_forkserver_s_children_are_recorded_and_the_server_does_not_outlive_the_recording",)),

@@ -12,6 +12,8 @@ import json
 import os
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -170,6 +172,38 @@ def test_an_incomplete_process_costs_its_window_only_for_its_own_launches(tmp_pa
         assert all(reason in r["reason"] for r in records if not r["complete"])
 
 
+FAILING_WATCHER = """
+import json
+import subprocess
+from kernel_symbol_map.recorder import spawns
+
+class Watcher:  # a recorder whose expectation cannot be written (its folder went away)
+    finished, unfollowed, problems = False, False, []
+
+    def __init__(self):
+        import os
+        self.pid = os.getpid()
+
+    def expect(self, exe, argv, replaces):
+        raise OSError("the recording folder is gone")
+
+    def trace(self, spawn):
+        pass
+
+watcher = Watcher()
+spawns.watch(lambda: watcher)
+subprocess.run(["true"], check=True)  # the start itself goes on
+print(json.dumps([watcher.unfollowed, watcher.problems]))
+"""
+
+
+def test_a_start_the_recorder_could_not_follow_says_its_launches_are_not_all_its_own() -> None:
+    """Its child may outlive the recorder's own process: the part says its launches are not all its own."""
+    proc = subprocess.run([sys.executable, "-c", FAILING_WATCHER], capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout) == [True, ["could not follow a process it started (subprocess.Popen): "
+                                              "OSError('the recording folder is gone')"]], proc.stdout + proc.stderr
+
+
 def test_a_forked_child_that_exits_through_underscore_exit_is_whole(tmp_path: Path) -> None:
     _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "end")
     _write(tmp_path, "s.201.77.fork.audit", _begin("fork", 201, 200, 3), "end")
@@ -239,6 +273,24 @@ def test_a_process_that_began_after_its_spawn_was_seen_to_end_reopens_it(tmp_pat
     (tmp_path / "s.300.90.audit").unlink()
     (unseen,) = parts.read_unseen(tmp_path)
     assert not unseen.problems and unseen.end == 3
+
+
+def test_a_process_no_recorder_saw_makes_the_test_that_started_it_incomplete(tmp_path: Path) -> None:
+    """Started and ended within the first test (after its line in the tests log): no test began in its life,
+    but the test it was started in is its own."""
+    first, second = "tests/test_m.py::test_first", "tests/test_m.py::test_second"
+    log = tmp_path / "tests.log"
+    log.write_text("".join(f"+{json.dumps(t)}\n-{json.dumps(t)}\n" for t in (first, second)))
+    (tmp_path / "s.spawn").write_text(json.dumps(
+        {"spawn": "s", "by": "100-x", "pid": BY, "exe": "/bin/prog", "argv": ["prog"], "replaces": False,
+         "loader": native.DYNAMIC, "scope": first, "log": str(log), "at": 1}))
+    (tmp_path / "s.ended").write_text(json.dumps({"end": 1, "ns": 50}))
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "lib\t/opt/libcuda.so.1", "end")
+    (tmp_path / "100-x.json").write_text(json.dumps(  # the recorded process that started it
+        {"pid": BY, "token": "100-x", "scope": "scope::", "complete": True, "reason": "", "kernels": {}}))
+    records = {r["test"]: r for r in parts.test_records(tmp_path, [first, second], "c")}
+    assert not records[first]["complete"] and "loaded the GPU driver" in records[first]["reason"], records[first]
+    assert records[second]["complete"], records[second]
 
 
 def test_records_that_carry_no_spawn_id_are_judged_for_every_test(tmp_path: Path) -> None:

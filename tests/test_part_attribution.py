@@ -117,6 +117,14 @@ def test_a_process_that_lost_launches_leaves_every_scope_it_recorded_kernels_in_
     assert records[THIRD]["complete"], records[THIRD]
 
 
+def test_a_ci_steps_record_is_incomplete_when_a_process_lost_launches_in_its_window(tmp_path: Path) -> None:
+    """A step's record is every process's: what a test's window would have kept to itself is the step's."""
+    _part(tmp_path, "root", "scope::", kernels={FIRST: ["_Z5firstv"]})
+    _part(tmp_path, "runner", FIRST, kernels={FIRST: ["_Z6runnerv"]}, lived=(0, 2), lost="CUPTI dropped 3 activity records")
+    record = parts.step_record(tmp_path, "step", "c")
+    assert not record["complete"] and record["reason"] == "process runner: CUPTI dropped 3 activity records", record
+
+
 # -- modules imported before the measurement started ---------------------------------------------------------
 
 PROJECT = {

@@ -268,6 +268,7 @@ def test_which_files_the_configure_wrote(tmp_path: Path) -> None:
     assert wrote(f"{root}/csrc/untracked.cu")
     assert not wrote(f"{build}/gen/rule.cu")  # a build rule's
     assert not wrote(f"{root}/.deps/cutlass-src/gemm.cu")  # FetchContent's
+    assert wrote(f"{root}/.deps/cutlass-src-extra/gemm.cu")  # untracked beside FetchContent's folder, not in it
     assert not wrote(f"{build}/CMakeFiles/t.dir/cmake_pch.hxx.cxx")  # CMake's own
     assert not wrote(f"{build}/sub/CMakeFiles/t.dir/Unity/unity_0_cxx.cxx")  # a subdirectory's, too
     assert not wrote(f"{build}/version.h")  # a configure_file copy of a configure input, byte for byte

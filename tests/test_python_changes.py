@@ -229,6 +229,15 @@ def test_a_statement_moved_out_of_an_if_block_reaches_the_tests_that_ran_its_fun
     assert found.known and set(found.tests) == {SCALED, COPY}
 
 
+def test_methods_of_one_name_and_body_in_two_classes_are_two_blocks_with_two_digests() -> None:
+    """A test that ran A.forward is not cleared by B.forward's body when A.forward changes: each block's digest
+    holds its qualified name."""
+    blocks = pyblocks.split(b"class A:\n    def forward(self):\n        return 1\n\n\n"
+                            b"class B:\n    def forward(self):\n        return 1\n")
+    digests = dict(zip(blocks.names, blocks.digests, strict=True))
+    assert {"A.forward", "B.forward"} <= digests.keys() and digests["A.forward"] != digests["B.forward"]
+
+
 def test_two_definitions_of_one_name_that_swap_bodies_reach_the_tests_that_ran_them(suite: Suite,
                                                                                     tmp_path: Path) -> None:
     """Both bodies are still in the file, under the same name: the flavour() test_flavour calls now returns "old"."""
@@ -277,6 +286,36 @@ def test_a_new_module_a_file_that_no_longer_parses_names_runs_every_test_that_ra
              "tests/test_a.py": "from pkg import fresh\n" + FILES["tests/test_a.py"].replace("limit():", "limit(:")}
     found = decide(suite, tmp_path, edits, "pkg/fresh.py")
     assert found.known and set(found.tests) == {TEST_A, REUSE}
+
+
+def test_a_new_module_imported_in_a_block_new_since_the_recordings_runs_every_test_that_ran_its_importer(
+        suite: Suite, tmp_path: Path) -> None:
+    """pkg/ops.py imports pkg/fast.py in tuned(), and in brand_new(), which no recording knows: where brand_new
+    is called from cannot be told, so every test that ran pkg/ops.py runs, not only tuned()'s."""
+    edits = {"pkg/fast.py": "X = 1\n",
+             "pkg/ops.py": FILES["pkg/ops.py"] + "\n\ndef brand_new():\n    from . import fast\n\n    return fast\n"}
+    found = decide(suite, tmp_path, edits, "pkg/fast.py")
+    assert found.known and {TUNED, ACCELERATED, BACKEND} <= set(found.tests), found.tests
+
+
+def test_a_new_module_a_star_import_of_its_package_may_load_runs_the_tests_that_ran_that_import(
+        suite: Suite, tmp_path: Path) -> None:
+    """``from pkg import *`` loads pkg/fast.py once pkg's ``__all__`` names it."""
+    edits = {"pkg/fast.py": "X = 1\n", "pkg/__init__.py": '__all__ = ["fast"]\n',
+             "pkg/util.py": "from pkg import *  # noqa: F403\n" + FILES["pkg/util.py"]}
+    found = decide(suite, tmp_path, edits, "pkg/fast.py")
+    assert found.known and TUNED in found.tests and DOUBLE in found.tests, found.tests
+
+
+def test_a_new_module_a_dotted_name_inside_it_names_runs_the_tests_that_ran_that_name(suite: Suite,
+                                                                                     tmp_path: Path) -> None:
+    """"pkg.fast.SPEED" (as ``mock.patch`` or ``pkgutil.resolve_name`` is given it) names pkg/fast.py too."""
+    edits = {"pkg/fast.py": "SPEED = 1\n",
+             "pkg/util.py": FILES["pkg/util.py"].replace(
+                 "def double(x):\n", "def double(x):\n    if x is None:\n"
+                 "        return __import__('pkgutil').resolve_name('pkg.fast.SPEED')\n")}
+    found = decide(suite, tmp_path, edits, "pkg/fast.py")
+    assert found.known and DOUBLE in found.tests, found.tests
 
 
 def test_a_new_module_imported_by_a_new_file_nothing_decides_is_undecided(suite: Suite, tmp_path: Path) -> None:

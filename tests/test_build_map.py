@@ -123,6 +123,8 @@ def test_seed_consumer_rules(kernel_builds: dict[str, Build], tmp_path: Path) ->
     assert "csrc/host_only.cpp" in host and reach["csrc/host_only.cpp"] == set()
     assert not unknown
     assert "csrc/not_in_the_build.cu" not in reach
+    # the compilers, as the configure found them: output mode compares only builds of the same ones
+    assert doc["toolchain"]["CUDA"].startswith("NVIDIA ") and doc["toolchain"]["CXX"], doc.get("toolchain")
 
 
 def test_touching_a_header_changes_only_its_objects(tmp_path_factory: pytest.TempPathFactory, kernel_builds: dict[str, Build]) -> None:

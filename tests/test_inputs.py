@@ -176,13 +176,16 @@ def test_a_changed_file_both_here_and_at_the_top_is_both(tmp_path: Path, monkeyp
     assert inputs.project_paths("../csrc/a.cu", top) == ["csrc/a.cu"]  # from tools/: no top spelling
 
 
-def test_select_never_chooses_a_map_by_its_time(dist: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("spelled", ["{dist}", "{dist}/my_pkg-*.whl"])
+def test_select_never_chooses_a_map_by_its_time(dist: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                spelled: str) -> None:
     """Show reads the newest wheel of dist/; select refuses to choose (a stale map skips tests), and runs
-    every test, as for any map it cannot read."""
+    every test, as for any map it cannot read: a folder or a glob alike."""
     recordings = tmp_path / "r.jsonl"
     recordings.write_text('{"test": "t", "kernels": [], "complete": true}\n')
-    assert main(["select", "--map", str(dist), "--recordings", str(recordings), "--changed", "a.cu", "--json"]) == 0
+    assert main(["select", "--map", spelled.format(dist=dist), "--recordings", str(recordings), "--changed", "a.cu",
+                 "--json"]) == 0
     captured = capsys.readouterr()
-    assert "2 wheels in" in captured.err and "name the one to read" in captured.err
+    assert "2 wheels" in captured.err and "name the one to read" in captured.err
     assert '"fallback": "map-unreadable"' in captured.out
 

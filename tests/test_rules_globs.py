@@ -81,6 +81,14 @@ def test_a_bad_glob_is_one_error_naming_it(tmp_path) -> None:
         StaticRules.read(bad)
 
 
+def test_a_rule_with_a_key_of_its_own_is_refused(tmp_path) -> None:
+    """A misspelt or invented key (an "exclude") would be ignored, and the rule mean less than it says."""
+    from kernel_symbol_map.errors import KernelSymbolMapError
+
+    with pytest.raises(KernelSymbolMapError, match=r'rules\[0\] must have exactly "paths" and "tests"'):
+        StaticRules.parse({"rules": [{"paths": ["csrc/**"], "tests": [], "exclude": ["csrc/a.cu"]}]})
+
+
 def test_a_file_several_rules_match_gets_every_rule_s_tests() -> None:
     """A kernel source under csrc/ that is also a .cu file: both rules speak for it, and their tests add up."""
     rules = StaticRules.parse({"rules": [

@@ -10,12 +10,15 @@ address module data holds is every kernel's, with what it calls.
 
 from __future__ import annotations
 
+import io
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 import toolchains
 from test_digests import _digests
+from elftools.elf.elffile import ELFFile
 from toolchains import require
 
 from kernel_symbol_map.readers import cubindigest
@@ -41,10 +44,15 @@ __device__ __noinline__ int outer(int v) {{ return inner(v) + 1; }}
 __global__ void chain(int* x) {{ x[0] = outer(x[1]); }}
 __device__ __noinline__ int unused(int v) {{ return v * {unused}; }}
 """
+# Initialised device data alone in .nv.global.init: a test makes its last word a byte no symbol holds.
+DATA_SOURCE = """__device__ int table[4] = {{1, 2, 3, {table}}};
+__global__ void reader(int* x) {{ x[0] = table[x[1] & 3]; }}
+__global__ void alone(int* x) {{ x[0] = 7; }}
+"""
 BASE = {"table": "4", "helper": "2", "message": "negative: %d\\n", "target": "3", "inner": "5", "unused": "7"}
 VARIANTS = {"base": {}, "table": {"table": "5"}, "message": {"message": "below zero: %d\\n"},
             "rdc-base": {}, "rdc-message": {"message": "below zero: %d\\n"}, "rdc-target": {"target": "4"},
-            "rdc-inner": {"inner": "6"}, "rdc-unused": {"unused": "8"}}
+            "rdc-inner": {"inner": "6"}, "rdc-unused": {"unused": "8"}, "data-base": {}, "data-table": {"table": "5"}}
 K = {"direct": "_Z6directPi", "reader": "_Z6readerPi", "says": "_Z4saysPi", "alone": "_Z5alonePi"}
 RDC = {"through": "_Z7throughPi", "alone": "_Z5alonePi", "chain": "_Z5chainPi"}
 
@@ -56,16 +64,18 @@ def reach(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     commands = []
     for name, change in VARIANTS.items():
         rdc = ["-rdc=true"] if name.startswith("rdc-") else []
-        (out / f"{name}.cu").write_text((RDC_SOURCE if rdc else SOURCE).format(**{**BASE, **change}))
+        source = RDC_SOURCE if rdc else DATA_SOURCE if name.startswith("data-") else SOURCE
+        (out / f"{name}.cu").write_text(source.format(**{**BASE, **change}))
         commands.append([nvcc, "-c", *rdc, "-O3", "-gencode", "arch=compute_80,code=[compute_80,sm_80]", f"{name}.cu",
                          "--compress-mode=none", "-o", f"{name}.o"])  # uncompressed: a test patches a cubin
     toolchains.run_all(commands, cwd=out)
     return {name: out / f"{name}.o" for name in VARIANTS}
 
 
-def _changed(reach: dict[str, Path], variant: str) -> dict[str, set[str]]:
-    """Arch -> the kernels (by short name) whose digest differs from the base's (of its kind)."""
-    _, before, _ = _digests(reach["rdc-base" if variant.startswith("rdc-") else "base"])
+def _changed(reach: dict[str, Path], variant: str, base: str = "") -> dict[str, set[str]]:
+    """Arch -> the kernels (by short name) whose digest differs from the base's (of its kind, or ``base``)."""
+    kind = variant.partition("-")[0] + "-" if variant.startswith(("rdc-", "data-")) else ""
+    _, before, _ = _digests(reach[base or f"{kind}base"])
     _, after, _ = _digests(reach[variant])
     short = {v: k for k, v in {**K, **RDC}.items()}
     found: dict[str, set[str]] = {}
@@ -127,6 +137,59 @@ def test_a_callgraph_entry_of_a_shape_we_do_not_know_folds_in_every_function(
     short = {v: k for k, v in RDC.items()}
     assert {short[k] for k in before if before[k]["sm_80"] != after[k]["sm_80"]} == set(RDC)
     assert {short[k] for k in before if before[k]["compute_80"] != after[k]["compute_80"]} == {"chain"}
+
+
+def _embedded_cubin(data: bytes) -> tuple[int, ELFFile]:
+    """The sm_80 cubin an uncompressed object holds: where it starts, and pyelftools' reading of it."""
+    at = data.find(b"\x7fELF", 1)
+    while at >= 0:
+        elf = ELFFile(io.BytesIO(data[at:]))
+        if elf["e_machine"] == "EM_CUDA":
+            return at, elf
+        at = data.find(b"\x7fELF", at + 1)
+    raise AssertionError("no cubin in the object")
+
+
+def _symbol(elf: ELFFile, name: str) -> tuple[int, Any]:
+    symtab = elf.get_section_by_name(".symtab")
+    return next((i, s) for i, s in enumerate(symtab.iter_symbols()) if s.name == name)
+
+
+def test_initialised_device_data_no_symbol_holds_is_every_kernels(reach: dict[str, Path], tmp_path: Path) -> None:
+    """table's symbol made 4 bytes short: its last word, the one the variant changes, is held by no symbol at the
+    end of .nv.global.init, and still counts, for every kernel (what reads it is not known)."""
+    for name in ("data-base", "data-table"):
+        data = bytearray(reach[name].read_bytes())
+        at, elf = _embedded_cubin(bytes(data))
+        index, table = _symbol(elf, "table")
+        init = elf.get_section_by_name(".nv.global.init")
+        assert table["st_value"] + table["st_size"] == init["sh_size"] == 16, name  # the section's last bytes
+        size_at = at + elf.get_section_by_name(".symtab")["sh_offset"] + index * 24 + 16  # Elf64_Sym.st_size
+        struct.pack_into("<Q", data, size_at, 12)
+        (tmp_path / f"{name}.o").write_bytes(data)
+    patched = {name: tmp_path / f"{name}.o" for name in ("data-base", "data-table")}
+    assert _changed(patched, "data-table")["sm_80"] == {"reader", "alone"}
+
+
+def test_a_relocation_by_section_and_offset_reaches_every_literal_of_that_section(
+        reach: dict[str, Path], tmp_path: Path) -> None:
+    """The bank's reference to $str rewritten as nvcc may write it: .nv.global.init's section symbol and the
+    offset of $str. It reaches the section's literals: still the kernels that read the bank, and no other."""
+    for name in ("base", "message"):
+        data = bytearray(reach[name].read_bytes())
+        at, elf = _embedded_cubin(bytes(data))
+        section_symbol, _ = _symbol(elf, ".nv.global.init")
+        string, literal = _symbol(elf, "$str")
+        bank = elf.get_section_by_name(".rel.nv.constant4")
+        ((k, relocation),) = [(k, r) for k, r in enumerate(bank.iter_relocations()) if r["r_info_sym"] == string]
+        entry = at + bank["sh_offset"] + k * 16  # Elf64_Rel: r_offset, r_info
+        struct.pack_into("<Q", data, entry + 8, (section_symbol << 32) | relocation["r_info_type"])
+        word = at + elf.get_section_by_name(".nv.constant4")["sh_offset"] + relocation["r_offset"]
+        assert struct.unpack_from("<Q", data, word) == (0,), name  # the addend, in place
+        struct.pack_into("<Q", data, word, literal["st_value"])
+        (tmp_path / f"{name}.o").write_bytes(data)
+    patched = {name: tmp_path / f"{name}.o" for name in ("base", "message")}
+    assert _changed(patched, "message")["sm_80"] == {"says", "reader"}
 
 
 def test_where_the_bank_encoding_is_unchecked_every_kernel_reads_every_bank(

@@ -443,3 +443,13 @@ def test_precompiled_headers_and_device_images_need_no_host_digest() -> None:
     s = select(KernelMap({**new, "commit": "c" * 40}), recs, ["csrc/raw.cu", "csrc/many.cu"],
                base=[KernelMap(base)])
     assert s.mode == "output" and s.to_run == ["test_k1", "test_r0"], (s.mode_why, s.to_run)
+
+
+def test_a_configure_input_only_the_changes_build_reads_runs_everything() -> None:
+    """The change adds a CMake include: no object's code differs, but what the configure now does may change what
+    is linked or installed, which no digest compares."""
+    new = base_map()
+    new["configure_inputs"] = ["CMakeLists.txt", "cmake/kernels.cmake"]
+    s = _select(new, ["cmake/kernels.cmake"])
+    assert s.mode == "output" and s.fallback == "configure-input", s.fallback
+    assert s.to_run == ["test_host", "test_k0", "test_k1", "test_k2", "test_o0"]

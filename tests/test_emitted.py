@@ -190,6 +190,24 @@ def test_changed_relocatable_code_reaches_the_kernels_linked_with_it() -> None:
     assert _select(rdc("r-helper-1"), ["csrc/helper.cu"], base=rdc("r-helper-1")).to_run == []
 
 
+def test_changed_relocatable_code_reaches_a_linked_kernel_as_the_recordings_build_named_it() -> None:
+    """The two builds ran in two folders: nvcc's hash of the path differs in the name of caller's kernel (an
+    anonymous namespace's), and the recordings name it as the base build did."""
+    def named(unit: str) -> str:
+        return f"_ZN12_GLOBAL__N__{unit}_9_caller_cu_2k0Ev"
+
+    def rdc(helper: str, unit: str) -> dict[str, Any]:
+        objects = [_object("csrc/helper.cu", [], [], "h-helper", [], target="dev"),
+                   _object("csrc/caller.cu", [named(unit)], [], "h-caller", ["d0"], target="dev")]
+        for o, r in zip(objects, [helper, "r-caller"]):
+            o["digests"]["relocatable"] = {"sm_80": r}
+        return _map(objects)
+    tests = [Recording("test_k0", frozenset({named("1a2b3c4d")}), True, BASE, "rec")]
+    s = select(KernelMap({**rdc("r-helper-2", "5e6f7a8b"), "commit": "c" * 40}), tests, ["csrc/helper.cu"],
+               options=Options(), base=[KernelMap(rdc("r-helper-1", "1a2b3c4d"))])
+    assert s.fallback is None and s.to_run == ["test_k0"], s.decisions
+
+
 def test_relocatable_code_that_appears_reaches_the_kernels_linked_with_it() -> None:
     """An -rdc object new in the change's build (a file added to the target, with a kernel of its own): its
     device functions may be linked into the target's relocatable kernels and those of targets linked to it."""

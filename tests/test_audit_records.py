@@ -293,6 +293,20 @@ def test_a_process_no_recorder_saw_makes_the_test_that_started_it_incomplete(tmp
     assert records[second]["complete"], records[second]
 
 
+def test_a_recorded_process_claims_a_spawn_only_as_the_program_it_was_to_run(tmp_path: Path) -> None:
+    """The spawn's program, process 200, loaded the driver unseen; process 201, a recorded Python process the
+    same parent started with the id left in its environment, is another program: its claim does not stand for
+    200. Where 201 is the spawn's program, 200 is another process, and the claim stands."""
+    _spawn(tmp_path, "s", {"end": 3, "ns": 50})
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "lib\t/opt/libcuda.so.1", "end")
+    claim = {"pid": 201, "ppid": BY, "start": "88", "spawn": "s", "forked": False}
+    for exe, claimed in ((["/usr/bin/python3"], False), (["/bin/prog"], True)):
+        (tmp_path / "201-x.started").write_text(json.dumps({**claim, "exe": exe}))
+        (unseen,) = parts.read_unseen(tmp_path)
+        assert unseen.claimed == claimed, (exe, unseen)
+        assert claimed or "loaded the GPU driver" in unseen.why(), (exe, unseen)
+
+
 def test_records_that_carry_no_spawn_id_are_judged_for_every_test(tmp_path: Path) -> None:
     _write(tmp_path, "-.300.1.audit", _begin("exec", 300, 1, 1, "/opt/app"), "lib\t/opt/libcuda.so.1", "end")
     (unseen,) = parts.read_unseen(tmp_path)

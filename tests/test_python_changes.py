@@ -318,6 +318,41 @@ def test_a_new_module_a_dotted_name_inside_it_names_runs_the_tests_that_ran_that
     assert found.known and DOUBLE in found.tests, found.tests
 
 
+def test_a_new_module_a_file_names_by_its_path_runs_the_tests_that_ran_that_file(suite: Suite,
+                                                                                 tmp_path: Path) -> None:
+    """double() runs pkg/fast.py as a script, named by its path: no import names it."""
+    edits = {"pkg/fast.py": "X = 1\n",
+             "pkg/util.py": FILES["pkg/util.py"].replace(
+                 "def double(x):\n", "def double(x):\n    if x is None:\n        import subprocess\n\n"
+                 "        return subprocess.run([sys.executable, 'pkg/fast.py'], check=True)\n")}
+    found = decide(suite, tmp_path, edits, "pkg/fast.py")
+    assert found.known and DOUBLE in found.tests, found.tests
+
+
+def test_a_new_test_file_spelled_the_other_way_is_a_test_file(suite: Suite, tmp_path: Path) -> None:
+    """pytest collects ``*_test.py`` as it does ``test_*.py``: nothing imports it, pytest runs it."""
+    found = decide(suite, tmp_path, {"tests/fast_test.py": "def test_fast():\n    pass\n"}, "tests/fast_test.py")
+    assert not found.known and "a new test file" in found.why, found.why
+
+
+def test_a_file_that_was_a_link_at_the_recordings_commit_is_not_coverages_to_decide(suite: Suite,
+                                                                                   tmp_path: Path) -> None:
+    """pkg/alias.py named pkg/util.py when the tests ran: what ran was util.py's code, under either name. Made a
+    file of its own, its coverage says nothing."""
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "util.py").write_text(FILES["pkg/util.py"])
+    (repo / "pkg" / "alias.py").symlink_to("util.py")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    commit = git(repo, "rev-parse", "HEAD")
+    (repo / "pkg" / "alias.py").unlink()
+    (repo / "pkg" / "alias.py").write_text("X = 1\n")
+    found = PythonDecider(suite.recordings, PythonTree(repo, commit)).decide("pkg/alias.py")
+    assert not found.known and "a symbolic link" in found.why, found.why
+
+
 def test_a_new_module_imported_by_a_new_file_nothing_decides_is_undecided(suite: Suite, tmp_path: Path) -> None:
     """pkg/glue.py is new too, and no file imports it: what runs it (a script, the build) runs pkg/fast.py."""
     edits = {"pkg/fast.py": "X = 1\n", "pkg/glue.py": "from . import fast\n"}

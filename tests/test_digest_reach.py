@@ -192,6 +192,31 @@ def test_a_relocation_by_section_and_offset_reaches_every_literal_of_that_sectio
     assert _changed(patched, "message")["sm_80"] == {"says", "reader"}
 
 
+def test_a_callgraph_of_a_layout_we_do_not_know_folds_in_every_function(
+        reach: dict[str, Path], tmp_path: Path) -> None:
+    """.nv.callgraph cut short of a whole entry: no call in it can be read, so every device function is every
+    kernel's, and a change in inner, which only chain calls, changes them all (in SASS)."""
+    patched = {}
+    for name in ("rdc-base", "rdc-inner"):
+        data = bytearray(reach[name].read_bytes())
+        at, elf = _embedded_cubin(bytes(data))
+        index = next(i for i, s in enumerate(elf.iter_sections()) if s.name == ".nv.callgraph")
+        size_at = at + elf["e_shoff"] + index * elf["e_shentsize"] + 32  # Elf64_Shdr.sh_size
+        (size,) = struct.unpack_from("<Q", data, size_at)
+        struct.pack_into("<Q", data, size_at, size - 4)
+        patched[name] = tmp_path / f"{name}.o"
+        patched[name].write_bytes(data)
+    assert _changed(patched, "rdc-inner")["sm_80"] == set(RDC)
+
+
+def test_a_bank_no_instruction_is_found_to_read_is_every_kernels(
+        reach: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Were an instruction's bank held where the decoding does not look, no kernel would be found to read the
+    bank of string addresses: it is then every kernel's, with the literals it reaches."""
+    monkeypatch.setattr(cubindigest, "_banks_read", lambda code: b"")
+    assert _changed(reach, "message")["sm_80"] == set(K)
+
+
 def test_where_the_bank_encoding_is_unchecked_every_kernel_reads_every_bank(
         reach: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cubindigest, "BANK_ENCODING", frozenset())

@@ -189,6 +189,27 @@ def test_modules_imported_before_the_measurement_started_count_whole_for_every_t
 
 # -- what the measurement could not see ----------------------------------------------------------------------
 
+# A project's own plugin that starts a coverage measurement that needs no trace function (as coverage.py's
+# sys.monitoring core on Python 3.12 and later): the recorder's measurement would share the process with it.
+OTHER_COVERAGE = {
+    "covstart.py": '''import sys
+
+import coverage
+
+measurement = coverage.Coverage(data_file=None)
+measurement.start()
+sys.settrace(None)  # what a measurement without a tracer leaves
+''',
+    "tests/test_other.py": "def test_other():\n    pass\n",
+}
+
+
+def test_another_coverage_measurement_leaves_every_test_without_python_evidence(tmp_path: Path) -> None:
+    _, records = _recorded(tmp_path, OTHER_COVERAGE, "-p", "covstart")
+    for test, record in records.items():
+        assert record["python"] is None and "another coverage measurement" in record["python_problem"], record
+
+
 UNWATCHED_JIT = {
     # jit-decorators names a decorator its module does not have (a typo, or one renamed since): code it
     # compiles would run unseen.

@@ -329,6 +329,16 @@ def test_a_new_module_a_file_names_by_its_path_runs_the_tests_that_ran_that_file
     assert found.known and DOUBLE in found.tests, found.tests
 
 
+def test_a_new_module_where_a_file_imports_by_a_computed_name_with_the_builtin_is_undecided(
+        suite: Suite, tmp_path: Path) -> None:
+    """``__import__(f"pkg.{name}")`` may load pkg/fast.py, which no file names: what ran it cannot be told."""
+    edits = {"pkg/fast.py": "X = 1\n",
+             "pkg/util.py": FILES["pkg/util.py"].replace(
+                 "def helper():\n", "def plugin(name):\n    return __import__(f'pkg.{name}')\n\n\ndef helper():\n")}
+    found = decide(suite, tmp_path, edits, "pkg/fast.py")
+    assert not found.known and "imports modules by computed names" in found.why, found.why
+
+
 def test_a_new_test_file_spelled_the_other_way_is_a_test_file(suite: Suite, tmp_path: Path) -> None:
     """pytest collects ``*_test.py`` as it does ``test_*.py``: nothing imports it, pytest runs it."""
     found = decide(suite, tmp_path, {"tests/fast_test.py": "def test_fast():\n    pass\n"}, "tests/fast_test.py")

@@ -307,6 +307,17 @@ def test_a_recorded_process_claims_a_spawn_only_as_the_program_it_was_to_run(tmp
         assert claimed or "loaded the GPU driver" in unseen.why(), (exe, unseen)
 
 
+def test_where_proc_cannot_be_listed_every_spawn_may_still_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not carried is not ended: without /proc nothing says a process is gone, so its window stays open."""
+    from kernel_symbol_map.recorder import spawns
+
+    def unlisted(path: object) -> object:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(spawns.os, "scandir", unlisted)
+    assert spawns.alive({"s1", "s2"}, set) == {"s1", "s2"}
+
+
 def test_records_that_carry_no_spawn_id_are_judged_for_every_test(tmp_path: Path) -> None:
     _write(tmp_path, "-.300.1.audit", _begin("exec", 300, 1, 1, "/opt/app"), "lib\t/opt/libcuda.so.1", "end")
     (unseen,) = parts.read_unseen(tmp_path)

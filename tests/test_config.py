@@ -89,6 +89,8 @@ def test_the_table_is_said_in_a_note(project: Path, monkeypatch: pytest.MonkeyPa
     ("map = []", "map must be a string or a non-empty list of strings"),
     ("rules = []", "rules must be a path (a string)"),
     ("jit-sources = []", "jit-sources must be a string or a non-empty list of strings"),
+    ('jit-decorators = ["pkg.jitlib"]', "jit-decorators must be a list of 'module:name' strings"),
+    ('jit-decorators = ["pkg.jitlib:"]', "jit-decorators must be a list of 'module:name' strings"),
     ("[tool.kernel-symbol-map.x]", "has no key 'x'"),
 ])
 def test_a_bad_table_is_one_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -257,3 +257,9 @@ def test_a_cut_label_with_folded_arguments_copied_from_a_report_finds_its_kernel
     found = name_filter(copied)
     assert found(inner) and found("_ZN2ns5outerINS_6policyILi2EEEiE12inner_kernelEv")
     assert not found(other)
+
+
+def test_a_parenthesis_inside_template_arguments_is_not_the_parameter_list() -> None:
+    """A character template argument demangles with a cast, ``fill<(char)65>``: the label keeps it."""
+    assert full("_Z4fillILc65EEvPi") == "void fill<(char)65>(int*)"
+    assert readable("_Z4fillILc65EEvPi") == "fill<(char)65>"

@@ -117,6 +117,16 @@ def test_a_process_that_lost_launches_leaves_every_scope_it_recorded_kernels_in_
     assert records[THIRD]["complete"], records[THIRD]
 
 
+def test_launches_another_cupti_client_took_make_that_scopes_tests_incomplete(tmp_path: Path) -> None:
+    """A profiler held CUPTI's records while the first test ran: its launches there are unknown."""
+    _part(tmp_path, "root", "scope::", kernels={FIRST: ["_Z5firstv"], SECOND: ["_Z6secondv"]})
+    data = json.loads((tmp_path / "root.json").read_text())
+    (tmp_path / "root.json").write_text(json.dumps({**data, "lost": {FIRST: ["another CUPTI client took them"]}}))
+    records = _records(tmp_path)
+    assert not records[FIRST]["complete"] and "another CUPTI client took them" in records[FIRST]["reason"], records
+    assert records[SECOND]["complete"] and records[THIRD]["complete"], records
+
+
 def test_a_ci_steps_record_is_incomplete_when_a_process_lost_launches_in_its_window(tmp_path: Path) -> None:
     """A step's record is every process's: what a test's window would have kept to itself is the step's."""
     _part(tmp_path, "root", "scope::", kernels={FIRST: ["_Z5firstv"]})

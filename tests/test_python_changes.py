@@ -229,6 +229,30 @@ def test_a_statement_moved_out_of_an_if_block_reaches_the_tests_that_ran_its_fun
     assert found.known and set(found.tests) == {SCALED, COPY}
 
 
+def _built(suite: Suite, tmp_path: Path, files: dict[str, str], path: str) -> FileDecision:
+    """The decider's word on ``path`` in a clone with ``files`` added, whose top CMakeLists.txt (if among them)
+    is the build's configure input."""
+    clone = tmp_path / "pr"
+    subprocess.run(["git", "clone", "-q", str(suite.repo), str(clone)], check=True)
+    for rel, text in files.items():
+        (clone / rel).parent.mkdir(parents=True, exist_ok=True)
+        (clone / rel).write_text(text)
+    return PythonDecider(suite.recordings, PythonTree(clone, suite.commit), ["CMakeLists.txt"]).decide(path)
+
+
+def test_what_a_setup_py_below_the_top_imports_is_the_builds(suite: Suite, tmp_path: Path) -> None:
+    """python/setup.py (the package in a subfolder) imports pkg/util.py: the build runs it."""
+    found = _built(suite, tmp_path, {"python/setup.py": "from pkg import util\n"}, "pkg/util.py")
+    assert not found.known and "python/setup.py imports or names it" in found.why, found.why
+
+
+def test_a_script_a_cmake_file_names_under_a_variable_folder_is_the_builds(suite: Suite, tmp_path: Path) -> None:
+    """``${GEN_DIR}/util.py``: the folder is the configure's to say, the file is pkg/util.py."""
+    cmake = "add_custom_command(OUTPUT x.h COMMAND python3 ${GEN_DIR}/util.py)\n"
+    found = _built(suite, tmp_path, {"CMakeLists.txt": cmake}, "pkg/util.py")
+    assert not found.known and "CMakeLists.txt:1 names it" in found.why, found.why
+
+
 def test_methods_of_one_name_and_body_in_two_classes_are_two_blocks_with_two_digests() -> None:
     """A test that ran A.forward is not cleared by B.forward's body when A.forward changes: each block's digest
     holds its qualified name."""

@@ -116,9 +116,9 @@ def test_a_bad_external_kernels_pattern_is_one_error_line(tmp_path: Path, capsys
     assert line.startswith("ERROR") and repr(pattern) in line and "--external-kernels" in line
 
 
-def _unreadable_naming(tmp_path: Path, test: str) -> Path:
+def _unreadable_naming(tmp_path: Path, test: str, name: str = "proc-7.txt") -> Path:
     """A recorder text file that names its test, then a line that is no kernel name: unreadable, test known."""
-    path = tmp_path / "proc-7.txt"
+    path = tmp_path / name
     path.write_text(f"# test={test}\n{A_K}\nthis is not a kernel name\n# end records=2 unique=1 dropped=0\n")
     return path
 
@@ -137,6 +137,16 @@ def test_an_unreadable_recording_runs_its_test_even_beside_a_complete_one(
     assert reasons == {"test_a": "launched", "test_b": "recording-unreadable", "test_c": "not-reached"}
     assert set(answer["run"]) == {"test_a", "test_b"} and answer["skip"] == ["test_c"]
     assert f"{bad}:3" in err and "its tests run (recording-unreadable)" in err
+
+
+def test_each_unreadable_recording_runs_the_tests_it_names(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    kmap = write_map(tmp_path / "map.json.gz", ONE)
+    complete = jsonl(tmp_path / "r.jsonl", {"test_a": [A_K], "test_b": [B_K], "test_c": [B_K]})
+    bad = [_unreadable_naming(tmp_path, test, f"proc-{i}.txt") for i, test in enumerate(("test_b", "test_c"))]
+    code, answer, _ = run_select(capsys, "--map", str(kmap), "--recordings", str(complete), *map(str, bad),
+                                 "--changed", "csrc/a.cu")
+    assert code == 0 and set(answer["run"]) == {"test_a", "test_b", "test_c"}, answer["decisions"]
 
 
 def test_strict_fails_when_a_recording_was_unreadable_even_if_it_named_its_tests(

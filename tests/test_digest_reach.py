@@ -155,20 +155,32 @@ def _symbol(elf: ELFFile, name: str) -> tuple[int, Any]:
     return next((i, s) for i, s in enumerate(symtab.iter_symbols()) if s.name == name)
 
 
-def test_initialised_device_data_no_symbol_holds_is_every_kernels(reach: dict[str, Path], tmp_path: Path) -> None:
-    """table's symbol made 4 bytes short: its last word, the one the variant changes, is held by no symbol at the
-    end of .nv.global.init, and still counts, for every kernel (what reads it is not known)."""
-    for name in ("data-base", "data-table"):
+def _with_table_4_bytes_short(reach: dict[str, Path], names: tuple[str, ...], tmp_path: Path) -> dict[str, Path]:
+    """Copies of ``names`` whose table symbol holds 12 of its 16 bytes: its last word, the one the table variants
+    change, is then held by no symbol."""
+    patched = {}
+    for name in names:
         data = bytearray(reach[name].read_bytes())
         at, elf = _embedded_cubin(bytes(data))
         index, table = _symbol(elf, "table")
-        init = elf.get_section_by_name(".nv.global.init")
-        assert table["st_value"] + table["st_size"] == init["sh_size"] == 16, name  # the section's last bytes
+        assert table["st_value"] == 0 and table["st_size"] == 16, name
         size_at = at + elf.get_section_by_name(".symtab")["sh_offset"] + index * 24 + 16  # Elf64_Sym.st_size
         struct.pack_into("<Q", data, size_at, 12)
-        (tmp_path / f"{name}.o").write_bytes(data)
-    patched = {name: tmp_path / f"{name}.o" for name in ("data-base", "data-table")}
-    assert _changed(patched, "data-table")["sm_80"] == {"reader", "alone"}
+        patched[name] = tmp_path / f"{name}.o"
+        patched[name].write_bytes(data)
+    return patched
+
+
+def test_initialised_device_data_no_symbol_holds_is_every_kernels(reach: dict[str, Path], tmp_path: Path) -> None:
+    """Bytes of .nv.global.init no symbol holds count, for every kernel (what reads them is not known): at the
+    section's end (table alone in it), and between two symbols (table, then nvcc's $str)."""
+    last = _with_table_4_bytes_short(reach, ("data-base", "data-table"), tmp_path)
+    _, elf = _embedded_cubin(last["data-base"].read_bytes())
+    assert elf.get_section_by_name(".nv.global.init")["sh_size"] == 16  # the word is the section's last
+    assert _changed(last, "data-table")["sm_80"] == {"reader", "alone"}
+    between = _with_table_4_bytes_short(reach, ("base", "table"), tmp_path)
+    assert _symbol(_embedded_cubin(between["base"].read_bytes())[1], "$str")[1]["st_value"] == 16
+    assert _changed(between, "table")["sm_80"] == set(K)
 
 
 def test_a_relocation_by_section_and_offset_reaches_every_literal_of_that_section(

@@ -198,14 +198,15 @@ def test_changed_relocatable_code_reaches_a_linked_kernel_as_the_recordings_buil
 
     def rdc(helper: str, unit: str) -> dict[str, Any]:
         objects = [_object("csrc/helper.cu", [], [], "h-helper", [], target="dev"),
-                   _object("csrc/caller.cu", [named(unit)], [], "h-caller", ["d0"], target="dev")]
+                   _object("csrc/caller.cu", [named(unit), "_Z2k9v"], [], "h-caller", ["d0", "d9"], target="dev")]
         for o, r in zip(objects, [helper, "r-caller"]):
             o["digests"]["relocatable"] = {"sm_80": r}
         return _map(objects)
-    tests = [Recording("test_k0", frozenset({named("1a2b3c4d")}), True, BASE, "rec")]
+    tests = [Recording("test_k0", frozenset({named("1a2b3c4d")}), True, BASE, "rec"),
+             Recording("test_k9", frozenset({"_Z2k9v"}), True, BASE, "rec")]
     s = select(KernelMap({**rdc("r-helper-2", "5e6f7a8b"), "commit": "c" * 40}), tests, ["csrc/helper.cu"],
                options=Options(), base=[KernelMap(rdc("r-helper-1", "1a2b3c4d"))])
-    assert s.fallback is None and s.to_run == ["test_k0"], s.decisions
+    assert s.fallback is None and s.to_run == ["test_k0", "test_k9"], s.decisions
 
 
 def test_relocatable_code_that_appears_reaches_the_kernels_linked_with_it() -> None:

@@ -336,6 +336,16 @@ def test_a_byte_arrays_size_past_its_initialiser_counts() -> None:
     assert small[1] and small[0] != large[0]
 
 
+def test_a_ptx_literal_no_body_names_is_every_entrys() -> None:
+    """nvcc's $str that neither an entry, a function nor module data names: who reads it is not known."""
+    from kernel_symbol_map.readers.ptxdigest import entry_digests
+
+    text = ".version 8.0\n.target sm_80\n.address_size 64\n.global .align 1 .b8 $str[3] = {{{first}, 105, 0}};\n" \
+           ".visible .entry k(.param .u64 p) {{ ret; }}\n"
+    (before, per_entry), (after, _) = (entry_digests(text.format(first=c).encode()) for c in (104, 72))
+    assert per_entry and before["k"] != after["k"]
+
+
 def test_an_entry_the_text_does_not_define_as_expected_leaves_every_entry_the_whole_texts_digest() -> None:
     """j is declared, not defined: the text does not split into one body per ``.entry``, so each entry it
     names (j too) gets the whole text's digest, never a per-entry digest that leaves j out."""

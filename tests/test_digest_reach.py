@@ -346,6 +346,16 @@ def test_a_ptx_literal_no_body_names_is_every_entrys() -> None:
     assert per_entry and before["k"] != after["k"]
 
 
+def test_a_function_defined_twice_leaves_every_entry_the_whole_texts_digest() -> None:
+    """Which of f's two bodies k calls cannot be told: the text is digested whole, so a change to either shows."""
+    from kernel_symbol_map.readers.ptxdigest import entry_digests
+
+    text = ".version 8.0\n.target sm_80\n.address_size 64\n.func f() {{ {first} }}\n.func f() {{ ret; }}\n" \
+           ".visible .entry k(.param .u64 p) {{ call f, (); ret; }}\n"
+    (before, per_entry), (after, _) = (entry_digests(text.format(first=body).encode()) for body in ("ret;", "exit;"))
+    assert not per_entry and before["k"] != after["k"]
+
+
 def test_an_entry_the_text_does_not_define_as_expected_leaves_every_entry_the_whole_texts_digest() -> None:
     """j is declared, not defined: the text does not split into one body per ``.entry``, so each entry it
     names (j too) gets the whole text's digest, never a per-entry digest that leaves j out."""

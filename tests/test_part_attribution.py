@@ -130,7 +130,8 @@ def test_launches_another_cupti_client_took_make_that_scopes_tests_incomplete(tm
 def test_a_ci_steps_record_is_incomplete_when_a_process_lost_launches_in_its_window(tmp_path: Path) -> None:
     """A step's record is every process's: what a test's window would have kept to itself is the step's."""
     _part(tmp_path, "root", "scope::", kernels={FIRST: ["_Z5firstv"]})
-    _part(tmp_path, "runner", FIRST, kernels={FIRST: ["_Z6runnerv"]}, lived=(0, 2), lost="CUPTI dropped 3 activity records")
+    _part(tmp_path, "runner", FIRST, kernels={FIRST: ["_Z6runnerv"]}, lived=(0, 2),
+          lost="CUPTI dropped 3 activity records")
     record = parts.step_record(tmp_path, "step", "c")
     assert not record["complete"] and record["reason"] == "process runner: CUPTI dropped 3 activity records", record
 

@@ -331,13 +331,17 @@ def test_a_new_module_a_star_import_of_its_package_may_load_runs_the_tests_that_
     assert found.known and TUNED in found.tests and DOUBLE in found.tests, found.tests
 
 
+def _double_first(*lines: str) -> dict[str, str]:
+    """pkg/util.py whose double(), given None, first runs ``lines``."""
+    body = "".join(f"        {line}\n" for line in lines)
+    return {"pkg/util.py": FILES["pkg/util.py"].replace("def double(x):\n", "def double(x):\n    if x is None:\n" + body)}
+
+
 def test_a_new_module_a_dotted_name_inside_it_names_runs_the_tests_that_ran_that_name(suite: Suite,
                                                                                      tmp_path: Path) -> None:
     """"pkg.fast.SPEED" (as ``mock.patch`` or ``pkgutil.resolve_name`` is given it) names pkg/fast.py too."""
     edits = {"pkg/fast.py": "SPEED = 1\n",
-             "pkg/util.py": FILES["pkg/util.py"].replace(
-                 "def double(x):\n", "def double(x):\n    if x is None:\n"
-                 "        return __import__('pkgutil').resolve_name('pkg.fast.SPEED')\n")}
+             **_double_first("return __import__('pkgutil').resolve_name('pkg.fast.SPEED')")}
     found = decide(suite, tmp_path, edits, "pkg/fast.py")
     assert found.known and DOUBLE in found.tests, found.tests
 
@@ -346,9 +350,7 @@ def test_a_new_module_a_file_names_by_its_path_runs_the_tests_that_ran_that_file
                                                                                  tmp_path: Path) -> None:
     """double() runs pkg/fast.py as a script, named by its path: no import names it."""
     edits = {"pkg/fast.py": "X = 1\n",
-             "pkg/util.py": FILES["pkg/util.py"].replace(
-                 "def double(x):\n", "def double(x):\n    if x is None:\n        import subprocess\n\n"
-                 "        return subprocess.run([sys.executable, 'pkg/fast.py'], check=True)\n")}
+             **_double_first("import subprocess", "return subprocess.run([sys.executable, 'pkg/fast.py'], check=True)")}
     found = decide(suite, tmp_path, edits, "pkg/fast.py")
     assert found.known and DOUBLE in found.tests, found.tests
 

@@ -7,6 +7,7 @@ clones the recorded commit, changes it as a pull request would, and asks the Pyt
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -296,6 +297,27 @@ def test_a_module_s_first_statement_below_a_licence_header_marks_where_it_was_im
 
 
 # -- new files: decided by what imports them, where nothing else can load them ---------------------------------
+
+def test_a_file_git_cannot_date_is_not_decided_as_new(suite: Suite, tmp_path: Path) -> None:
+    """Without the recordings' commit, whether pkg/fast.py is new cannot be told: neither its importers nor
+    coverage decide it."""
+    clone = tmp_path / "pr"
+    subprocess.run(["git", "clone", "-q", str(suite.repo), str(clone)], check=True)
+    (clone / "pkg" / "fast.py").write_text("X = 1\n")
+    found = PythonDecider(suite.recordings, PythonTree(clone, "")).decide("pkg/fast.py")
+    assert not found.known and "git cannot say whether it is new" in found.why, found.why
+
+
+def test_a_file_outside_the_checkout_is_not_coverages_to_decide(suite: Suite, tmp_path: Path) -> None:
+    found = PythonDecider(suite.recordings, PythonTree(suite.repo, suite.commit)).decide(str(tmp_path / "x.py"))
+    assert not found.known and "outside the git checkout" in found.why, found.why
+
+
+def test_without_python_coverage_in_any_recording_no_python_file_is_decided(suite: Suite, tmp_path: Path) -> None:
+    blind = [dataclasses.replace(r, python=None) for r in suite.recordings]
+    found = PythonDecider(blind, PythonTree(suite.repo, suite.commit)).decide("pkg/util.py")
+    assert not found.known and found.why.startswith("no recording has Python coverage"), found.why
+
 
 def test_a_new_module_a_tested_function_imports_runs_that_function_s_tests(suite: Suite, tmp_path: Path) -> None:
     """The decidable case the ones below depart from: pkg/ops.py's tuned() tries `from . import fast`."""

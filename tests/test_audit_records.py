@@ -174,15 +174,12 @@ def test_an_incomplete_process_costs_its_window_only_for_its_own_launches(tmp_pa
 
 FAILING_WATCHER = """
 import json
+import os
 import subprocess
 from kernel_symbol_map.recorder import spawns
 
 class Watcher:  # a recorder whose expectation cannot be written (its folder went away)
-    finished, unfollowed, problems = False, False, []
-
-    def __init__(self):
-        import os
-        self.pid = os.getpid()
+    finished, unfollowed, problems, pid = False, False, [], os.getpid()
 
     def expect(self, exe, argv, replaces):
         raise OSError("the recording folder is gone")
@@ -254,10 +251,11 @@ def test_what_a_recorded_process_started_is_still_looked_for(tmp_path: Path) -> 
     assert "started /bin/su" in problems and "loaded the GPU driver" not in problems and "did not exit" not in problems
 
 
-def _spawn(folder: Path, spawn: str, ended: dict[str, int] | None) -> None:
+def _spawn(folder: Path, spawn: str, ended: dict[str, int] | None, scope: str = "scope::", log: str = "",
+           at: int = 0) -> None:
     (folder / f"{spawn}.spawn").write_text(json.dumps(
         {"spawn": spawn, "by": "100-x", "pid": BY, "exe": "/bin/prog", "argv": ["prog"], "replaces": False,
-         "loader": native.DYNAMIC, "scope": "scope::", "log": "", "at": 0}))
+         "loader": native.DYNAMIC, "scope": scope, "log": log, "at": at}))
     if ended is not None:
         (folder / f"{spawn}.ended").write_text(json.dumps(ended))
 
@@ -281,10 +279,7 @@ def test_a_process_no_recorder_saw_makes_the_test_that_started_it_incomplete(tmp
     first, second = "tests/test_m.py::test_first", "tests/test_m.py::test_second"
     log = tmp_path / "tests.log"
     log.write_text("".join(f"+{json.dumps(t)}\n-{json.dumps(t)}\n" for t in (first, second)))
-    (tmp_path / "s.spawn").write_text(json.dumps(
-        {"spawn": "s", "by": "100-x", "pid": BY, "exe": "/bin/prog", "argv": ["prog"], "replaces": False,
-         "loader": native.DYNAMIC, "scope": first, "log": str(log), "at": 1}))
-    (tmp_path / "s.ended").write_text(json.dumps({"end": 1, "ns": 50}))
+    _spawn(tmp_path, "s", {"end": 1, "ns": 50}, scope=first, log=str(log), at=1)
     _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "lib\t/opt/libcuda.so.1", "end")
     (tmp_path / "100-x.json").write_text(json.dumps(  # the recorded process that started it
         {"pid": BY, "token": "100-x", "scope": "scope::", "complete": True, "reason": "", "kernels": {}}))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -157,20 +158,28 @@ def _symbol(elf: ELFFile, name: str) -> tuple[int, Any]:
     return next((i, s) for i, s in enumerate(symtab.iter_symbols()) if s.name == name)
 
 
-def _with_table_4_bytes_short(reach: dict[str, Path], names: tuple[str, ...], tmp_path: Path) -> dict[str, Path]:
-    """Copies of ``names`` whose table symbol holds 12 of its 16 bytes: its last word, the one the table variants
-    change, is then held by no symbol."""
+def _patched(reach: dict[str, Path], names: tuple[str, ...], tmp_path: Path,
+             patch: Callable[[bytearray, int, ELFFile], None]) -> dict[str, Path]:
+    """Copies of ``names``, each with ``patch`` applied to its bytes, given where its cubin starts and the cubin."""
     patched = {}
     for name in names:
         data = bytearray(reach[name].read_bytes())
         at, elf = _embedded_cubin(bytes(data))
-        index, table = _symbol(elf, "table")
-        assert table["st_value"] == 0 and table["st_size"] == 16, name
-        size_at = at + elf.get_section_by_name(".symtab")["sh_offset"] + index * 24 + 16  # Elf64_Sym.st_size
-        struct.pack_into("<Q", data, size_at, 12)
+        patch(data, at, elf)
         patched[name] = tmp_path / f"{name}.o"
         patched[name].write_bytes(data)
     return patched
+
+
+def _with_table_4_bytes_short(reach: dict[str, Path], names: tuple[str, ...], tmp_path: Path) -> dict[str, Path]:
+    """Copies of ``names`` whose table symbol holds 12 of its 16 bytes: its last word, the one the table variants
+    change, is then held by no symbol."""
+    def shrink(data: bytearray, at: int, elf: ELFFile) -> None:
+        index, table = _symbol(elf, "table")
+        assert table["st_value"] == 0 and table["st_size"] == 16
+        size_at = at + elf.get_section_by_name(".symtab")["sh_offset"] + index * 24 + 16  # Elf64_Sym.st_size
+        struct.pack_into("<Q", data, size_at, 12)
+    return _patched(reach, names, tmp_path, shrink)
 
 
 def test_initialised_device_data_no_symbol_holds_is_every_kernels(reach: dict[str, Path], tmp_path: Path) -> None:
@@ -189,9 +198,7 @@ def test_a_relocation_by_section_and_offset_reaches_every_literal_of_that_sectio
         reach: dict[str, Path], tmp_path: Path) -> None:
     """The bank's reference to $str rewritten as nvcc may write it: .nv.global.init's section symbol and the
     offset of $str. It reaches the section's literals: still the kernels that read the bank, and no other."""
-    for name in ("base", "message"):
-        data = bytearray(reach[name].read_bytes())
-        at, elf = _embedded_cubin(bytes(data))
+    def by_section(data: bytearray, at: int, elf: ELFFile) -> None:
         section_symbol, _ = _symbol(elf, ".nv.global.init")
         string, literal = _symbol(elf, "$str")
         bank = elf.get_section_by_name(".rel.nv.constant4")
@@ -199,10 +206,9 @@ def test_a_relocation_by_section_and_offset_reaches_every_literal_of_that_sectio
         entry = at + bank["sh_offset"] + k * 16  # Elf64_Rel: r_offset, r_info
         struct.pack_into("<Q", data, entry + 8, (section_symbol << 32) | relocation["r_info_type"])
         word = at + elf.get_section_by_name(".nv.constant4")["sh_offset"] + relocation["r_offset"]
-        assert struct.unpack_from("<Q", data, word) == (0,), name  # the addend, in place
+        assert struct.unpack_from("<Q", data, word) == (0,)  # the addend, in place
         struct.pack_into("<Q", data, word, literal["st_value"])
-        (tmp_path / f"{name}.o").write_bytes(data)
-    patched = {name: tmp_path / f"{name}.o" for name in ("base", "message")}
+    patched = _patched(reach, ("base", "message"), tmp_path, by_section)
     assert _changed(patched, "message")["sm_80"] == {"says", "reader"}
 
 
@@ -210,16 +216,12 @@ def test_a_callgraph_of_a_layout_we_do_not_know_folds_in_every_function(
         reach: dict[str, Path], tmp_path: Path) -> None:
     """.nv.callgraph cut short of a whole entry: no call in it can be read, so every device function is every
     kernel's, and a change in inner, which only chain calls, changes them all (in SASS)."""
-    patched = {}
-    for name in ("rdc-base", "rdc-inner"):
-        data = bytearray(reach[name].read_bytes())
-        at, elf = _embedded_cubin(bytes(data))
+    def cut_short(data: bytearray, at: int, elf: ELFFile) -> None:
         index = next(i for i, s in enumerate(elf.iter_sections()) if s.name == ".nv.callgraph")
         size_at = at + elf["e_shoff"] + index * elf["e_shentsize"] + 32  # Elf64_Shdr.sh_size
         (size,) = struct.unpack_from("<Q", data, size_at)
         struct.pack_into("<Q", data, size_at, size - 4)
-        patched[name] = tmp_path / f"{name}.o"
-        patched[name].write_bytes(data)
+    patched = _patched(reach, ("rdc-base", "rdc-inner"), tmp_path, cut_short)
     assert _changed(patched, "rdc-inner")["sm_80"] == set(RDC)
 
 

@@ -197,14 +197,22 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
     return Suite(repo, commit, recordings)
 
 
-def decide(suite: Suite, tmp_path: Path, edits: dict[str, str], path: str) -> FileDecision:
-    """The Python decider's word on ``path`` in a clone of the suite's commit with ``edits`` (file -> new text)."""
+def clone_with(suite: Suite, tmp_path: Path, edits: dict[str, str]) -> Path:
+    """A clone of the suite's commit with ``edits`` (file -> new text), as a pull request's checkout."""
     clone = tmp_path / "pr"
     subprocess.run(["git", "clone", "-q", str(suite.repo), str(clone)], check=True)
     for rel, text in edits.items():
         (clone / rel).parent.mkdir(parents=True, exist_ok=True)
         (clone / rel).write_text(text)
-    return PythonDecider(suite.recordings, PythonTree(clone, suite.commit)).decide(path)
+    return clone
+
+
+def decide(suite: Suite, tmp_path: Path, edits: dict[str, str], path: str,
+           configure_inputs: tuple[str, ...] = ()) -> FileDecision:
+    """The Python decider's word on ``path`` in a clone of the suite's commit with ``edits`` (file -> new text),
+    the build's configure reading ``configure_inputs``."""
+    clone = clone_with(suite, tmp_path, edits)
+    return PythonDecider(suite.recordings, PythonTree(clone, suite.commit), configure_inputs).decide(path)
 
 
 def edited(rel: str, old: str, new: str) -> dict[str, str]:
@@ -230,27 +238,16 @@ def test_a_statement_moved_out_of_an_if_block_reaches_the_tests_that_ran_its_fun
     assert found.known and set(found.tests) == {SCALED, COPY}
 
 
-def _built(suite: Suite, tmp_path: Path, files: dict[str, str], path: str) -> FileDecision:
-    """The decider's word on ``path`` in a clone with ``files`` added, whose top CMakeLists.txt (if among them)
-    is the build's configure input."""
-    clone = tmp_path / "pr"
-    subprocess.run(["git", "clone", "-q", str(suite.repo), str(clone)], check=True)
-    for rel, text in files.items():
-        (clone / rel).parent.mkdir(parents=True, exist_ok=True)
-        (clone / rel).write_text(text)
-    return PythonDecider(suite.recordings, PythonTree(clone, suite.commit), ["CMakeLists.txt"]).decide(path)
-
-
 def test_what_a_setup_py_below_the_top_imports_is_the_builds(suite: Suite, tmp_path: Path) -> None:
     """python/setup.py (the package in a subfolder) imports pkg/util.py: the build runs it."""
-    found = _built(suite, tmp_path, {"python/setup.py": "from pkg import util\n"}, "pkg/util.py")
+    found = decide(suite, tmp_path, {"python/setup.py": "from pkg import util\n"}, "pkg/util.py")
     assert not found.known and "python/setup.py imports or names it" in found.why, found.why
 
 
 def test_a_script_a_cmake_file_names_under_a_variable_folder_is_the_builds(suite: Suite, tmp_path: Path) -> None:
     """``${GEN_DIR}/util.py``: the folder is the configure's to say, the file is pkg/util.py."""
     cmake = "add_custom_command(OUTPUT x.h COMMAND python3 ${GEN_DIR}/util.py)\n"
-    found = _built(suite, tmp_path, {"CMakeLists.txt": cmake}, "pkg/util.py")
+    found = decide(suite, tmp_path, {"CMakeLists.txt": cmake}, "pkg/util.py", ("CMakeLists.txt",))
     assert not found.known and "CMakeLists.txt:1 names it" in found.why, found.why
 
 
@@ -301,9 +298,7 @@ def test_a_module_s_first_statement_below_a_licence_header_marks_where_it_was_im
 def test_a_file_git_cannot_date_is_not_decided_as_new(suite: Suite, tmp_path: Path) -> None:
     """Without the recordings' commit, whether pkg/fast.py is new cannot be told: neither its importers nor
     coverage decide it."""
-    clone = tmp_path / "pr"
-    subprocess.run(["git", "clone", "-q", str(suite.repo), str(clone)], check=True)
-    (clone / "pkg" / "fast.py").write_text("X = 1\n")
+    clone = clone_with(suite, tmp_path, {"pkg/fast.py": "X = 1\n"})
     found = PythonDecider(suite.recordings, PythonTree(clone, "")).decide("pkg/fast.py")
     assert not found.known and "git cannot say whether it is new" in found.why, found.why
 
@@ -455,9 +450,7 @@ def test_output_mode_asks_git_about_the_recordings_commit_not_the_changes(suite:
     from kernel_symbol_map.consumer.kernelmap import KernelMap
     from kernel_symbol_map.consumer.selection import Options, select
 
-    clone = tmp_path / "pr"
-    subprocess.run(["git", "clone", "-q", str(suite.repo), str(clone)], check=True)
-    (clone / "pkg" / "fast.py").write_text("X = 1\n")
+    clone = clone_with(suite, tmp_path, {"pkg/fast.py": "X = 1\n"})
     git(clone, "add", "-A")
     git(clone, "commit", "-qm", "fast")
     objects = [_object("csrc/bind.cpp", [], [], "h-bind", [])]

@@ -302,6 +302,18 @@ def test_a_recorded_process_claims_a_spawn_only_as_the_program_it_was_to_run(tmp
         assert claimed or "loaded the GPU driver" in unseen.why(), (exe, unseen)
 
 
+
+def test_multiprocessings_resource_tracker_is_a_process_the_recorder_accounts_for(tmp_path: Path) -> None:
+    """The tracker writes no part file but a ``.tracker`` one: its records do not reopen the spawn that made it."""
+    _spawn(tmp_path, "s", {"end": 3, "ns": 50})
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "lib\t/opt/libcuda.so.1")
+    (unseen,) = parts.read_unseen(tmp_path)
+    assert unseen.problems, unseen
+    (tmp_path / "200-t.tracker").write_text(json.dumps({"pid": 200, "start": "77"}))
+    (unseen,) = parts.read_unseen(tmp_path)
+    assert unseen.problems == (), unseen
+
+
 def test_where_proc_cannot_be_listed_every_spawn_may_still_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """Not carried is not ended: without /proc nothing says a process is gone, so its window stays open."""
     from kernel_symbol_map.recorder import spawns

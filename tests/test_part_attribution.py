@@ -18,11 +18,14 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_native_children import _cupti_package
 
+from kernel_symbol_map.errors import RecordingError
 from kernel_symbol_map.mapformat import pyblocks
 from kernel_symbol_map.recorder import parts
 
@@ -134,6 +137,60 @@ def test_a_ci_steps_record_is_incomplete_when_a_process_lost_launches_in_its_win
           lost="CUPTI dropped 3 activity records")
     record = parts.step_record(tmp_path, "step", "c")
     assert not record["complete"] and record["reason"] == "process runner: CUPTI dropped 3 activity records", record
+
+
+
+def test_a_part_that_gives_no_reason_for_unmeasured_python_says_so(tmp_path: Path) -> None:
+    _part(tmp_path, "worker", "scope::", python=None)
+    data = json.loads((tmp_path / "worker.json").read_text())
+    del data["python_problem"]
+    (tmp_path / "worker.json").write_text(json.dumps(data))
+    record = _records(tmp_path)[FIRST]
+    assert record["python"] is None and record["python_problem"] == "process worker: Python code was not measured"
+
+
+@pytest.mark.parametrize(("exe", "named"), [(["/usr/bin/python3", "x"], "process runner (/usr/bin/python3): "),
+                                             ("/usr/bin/python3", "process runner: "), ([], "process runner: ")])
+def test_a_process_is_named_by_the_program_its_start_file_names(tmp_path: Path, exe: object, named: str) -> None:
+    """Only a list of executables names one; any other start file still counts, unnamed."""
+    _part(tmp_path, "runner", "scope::", lost="CUPTI dropped 3 activity records")
+    (tmp_path / "runner.started").write_text(json.dumps({"pid": 1, "start": "1", "spawn": "", "exe": exe}))
+    record = parts.step_record(tmp_path, "step", "c")
+    assert record["reason"] == named + "CUPTI dropped 3 activity records", record
+
+
+@pytest.mark.parametrize("started", ["[]", '"text"', "{"])
+def test_a_start_file_that_is_not_an_object_is_a_clear_error(tmp_path: Path, started: str) -> None:
+    _part(tmp_path, "root", "scope::")
+    (tmp_path / "root.started").write_text(started)
+    with pytest.raises(RecordingError, match=r"root\.started: not a recorder file"):
+        parts.test_records(tmp_path, TESTS, "c")
+
+
+def test_a_start_file_that_carries_no_spawn_id_claims_nothing(tmp_path: Path) -> None:
+    """The command's own process (or a recorder that wrote none) carries no id: it is not a claim, and no error."""
+    _part(tmp_path, "root", "scope::")
+    (tmp_path / "root.started").write_text(json.dumps({"pid": 1, "ppid": 0, "start": "1", "exe": ["/bin/prog"]}))
+    assert parts.read_unseen(tmp_path) == []
+    assert all(r["complete"] for r in _records(tmp_path).values())
+
+
+@pytest.mark.timeout(60)
+def test_a_process_still_writing_its_part_is_waited_for_and_one_that_never_does_is_not_forever(
+        tmp_path: Path) -> None:
+    """A process that outlives the command (multiprocessing's resource tracker) writes its part late: the
+    merge waits for it while it lives. One that lives on without writing is waited for only so long."""
+    _part(tmp_path, "root", "scope::")
+    (tmp_path / "late.started").write_text(json.dumps({"pid": os.getpid(), "start": "1", "exe": ["/bin/prog"]}))
+    writer = threading.Timer(0.3, _part, (tmp_path, "late", "scope::"), {"kernels": {FIRST: ["_Z4latev"]}})
+    writer.start()
+    try:
+        record = parts.step_record(tmp_path, "step", "c")
+    finally:
+        writer.join()
+    assert record["complete"] and record["kernels"] == ["_Z4latev"], record
+    (tmp_path / "late.json").unlink()
+    parts.wait_for_stragglers(tmp_path, seconds=0.2)  # this process lives on: it returns all the same
 
 
 # -- modules imported before the measurement started ---------------------------------------------------------

@@ -182,15 +182,39 @@ def test_a_process_still_writing_its_part_is_waited_for_and_one_that_never_does_
     merge waits for it while it lives. One that lives on without writing is waited for only so long."""
     _part(tmp_path, "root", "scope::")
     (tmp_path / "late.started").write_text(json.dumps({"pid": os.getpid(), "start": "1", "exe": ["/bin/prog"]}))
+    (tmp_path / "gone.started").write_text(json.dumps({"pid": _dead_pid(), "start": "1", "exe": ["/bin/prog"]}))
     writer = threading.Timer(0.3, _part, (tmp_path, "late", "scope::"), {"kernels": {FIRST: ["_Z4latev"]}})
     writer.start()
     try:
-        record = parts.step_record(tmp_path, "step", "c")
+        record = parts.step_record(tmp_path, "step", "c")  # one straggler died: the other is waited for still
     finally:
         writer.join()
-    assert record["complete"] and record["kernels"] == ["_Z4latev"], record
+    assert record["kernels"] == ["_Z4latev"], record
+    assert record["reason"] == "process gone died before writing its part file", record
     (tmp_path / "late.json").unlink()
     parts.wait_for_stragglers(tmp_path, seconds=0.2)  # this process lives on: it returns all the same
+
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_a_process_that_died_unwritten_is_the_whole_reason(tmp_path: Path) -> None:
+    """It was recorded (it started), so the record does not also say that no process was."""
+    (tmp_path / "gone.started").write_text(json.dumps({"pid": _dead_pid(), "start": "1", "exe": ["/bin/prog"]}))
+    record = parts.step_record(tmp_path, "step", "c")
+    assert not record["complete"] and record["reason"] == "process gone died before writing its part file", record
+
+
+def test_a_process_that_lost_launches_and_has_no_window_leaves_every_test_incomplete(tmp_path: Path) -> None:
+    """Without a window nothing says which tests it served: a worker started in the first test may serve any."""
+    _part(tmp_path, "root", "scope::", kernels={FIRST: ["_Z5firstv"]})
+    _part(tmp_path, "worker", FIRST, kernels={FIRST: ["_Z6workerv"]}, lost="CUPTI dropped 3 activity records")
+    for test, record in _records(tmp_path).items():
+        assert not record["complete"] and "process worker: CUPTI dropped" in record["reason"], (test, record)
 
 
 # -- modules imported before the measurement started ---------------------------------------------------------

@@ -176,8 +176,9 @@ def test_a_start_file_that_carries_no_spawn_id_claims_nothing(tmp_path: Path) ->
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("merge", ["step", "tests"])
 def test_a_process_still_writing_its_part_is_waited_for_and_one_that_never_does_is_not_forever(
-        tmp_path: Path) -> None:
+        tmp_path: Path, merge: str) -> None:
     """A process that outlives the command (multiprocessing's resource tracker) writes its part late: the
     merge waits for it while it lives. One that lives on without writing is waited for only so long."""
     _part(tmp_path, "root", "scope::")
@@ -186,7 +187,8 @@ def test_a_process_still_writing_its_part_is_waited_for_and_one_that_never_does_
     writer = threading.Timer(0.3, _part, (tmp_path, "late", "scope::"), {"kernels": {FIRST: ["_Z4latev"]}})
     writer.start()
     try:
-        record = parts.step_record(tmp_path, "step", "c")  # one straggler died: the other is waited for still
+        # one straggler died: the other is waited for still
+        record = parts.step_record(tmp_path, "step", "c") if merge == "step" else _records(tmp_path)[FIRST]
     finally:
         writer.join()
     assert record["kernels"] == ["_Z4latev"], record
@@ -214,7 +216,40 @@ def test_a_process_that_lost_launches_and_has_no_window_leaves_every_test_incomp
     _part(tmp_path, "root", "scope::", kernels={FIRST: ["_Z5firstv"]})
     _part(tmp_path, "worker", FIRST, kernels={FIRST: ["_Z6workerv"]}, lost="CUPTI dropped 3 activity records")
     for test, record in _records(tmp_path).items():
-        assert not record["complete"] and "process worker: CUPTI dropped" in record["reason"], (test, record)
+        assert record["reason"] == "process worker: CUPTI dropped 3 activity records", (test, record)  # once
+
+
+
+def test_a_scope_that_is_one_test_s_own_goes_to_that_test_alone(tmp_path: Path) -> None:
+    _part(tmp_path, "root", "scope::", kernels={f"scope::{FIRST}": ["_Z5firstv"]})
+    records = _records(tmp_path)
+    assert [t for t in TESTS if records[t]["kernels"]] == [FIRST], records
+
+
+def test_a_window_over_tests_this_merge_does_not_record_is_read_for_those_it_does(tmp_path: Path) -> None:
+    """The tests log of a run may name tests that have no record here (another shard's, a test run twice):
+    a process that lived through them reaches those of this merge, and only those."""
+    other = "tests/test_m.py::test_other"
+    log = tmp_path / "tests.log"
+    log.write_text("".join(f"+{json.dumps(t)}\n-{json.dumps(t)}\n" for t in (FIRST, other, SECOND)))
+    (tmp_path / "worker.json").write_text(json.dumps(
+        {"pid": 1, "token": "worker", "scope": FIRST, "complete": False, "reason": "CUPTI dropped 1 record",
+         "own_launches": True, "kernels": {FIRST: ["_Z6workerv"]}, "libraries": {FIRST: ["libw.so"]},
+         "lost": {FIRST: ["another CUPTI client took them"]}, "window": {"log": str(log), "start": 0, "end": 6}}))
+    records = _records(tmp_path)
+    assert set(records) == set(TESTS)
+    for test in (FIRST, SECOND):
+        assert records[test]["kernels"] == ["_Z6workerv"] and records[test]["libraries"] == ["libw.so"], records
+        assert "CUPTI dropped 1 record" in records[test]["reason"] and "took them" in records[test]["reason"]
+    assert records[THIRD]["complete"] and records[THIRD]["kernels"] == [], records
+
+
+def test_a_step_record_names_libraries_only_where_every_process_could_say(tmp_path: Path) -> None:
+    _part(tmp_path, "root", "scope::", kernels={FIRST: ["_Z5firstv"]})
+    assert "libraries" not in parts.step_record(tmp_path, "step", "c")
+    data = json.loads((tmp_path / "root.json").read_text())
+    (tmp_path / "root.json").write_text(json.dumps({**data, "libraries": {FIRST: ["libops.so"]}}))
+    assert parts.step_record(tmp_path, "step", "c")["libraries"] == ["libops.so"]
 
 
 # -- modules imported before the measurement started ---------------------------------------------------------

@@ -314,6 +314,20 @@ def test_multiprocessings_resource_tracker_is_a_process_the_recorder_accounts_fo
     assert unseen.problems == (), unseen
 
 
+
+def test_an_unseen_process_s_window_over_tests_this_merge_does_not_record_is_read_for_those_it_does(
+        tmp_path: Path) -> None:
+    first, other, second = "tests/test_m.py::test_first", "tests/test_m.py::test_other", "tests/test_m.py::test_second"
+    log = tmp_path / "tests.log"
+    log.write_text("".join(f"+{json.dumps(t)}\n-{json.dumps(t)}\n" for t in (first, other, second)))
+    _spawn(tmp_path, "s", None, scope=first, log=str(log), at=1)  # no end seen: every test from its start on
+    _write(tmp_path, "s.200.1.audit", _begin("exec", 200, BY, 1), "lib\t/opt/libcuda.so.1", "end")
+    (tmp_path / "100-x.json").write_text(json.dumps(
+        {"pid": BY, "token": "100-x", "scope": "scope::", "complete": True, "reason": "", "kernels": {}}))
+    records = {r["test"]: r for r in parts.test_records(tmp_path, [first, second], "c")}
+    assert all(not r["complete"] and "loaded the GPU driver" in r["reason"] for r in records.values()), records
+
+
 def test_where_proc_cannot_be_listed_every_spawn_may_still_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """Not carried is not ended: without /proc nothing says a process is gone, so its window stays open."""
     from kernel_symbol_map.recorder import spawns

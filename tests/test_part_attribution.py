@@ -235,12 +235,14 @@ def test_a_window_over_tests_this_merge_does_not_record_is_read_for_those_it_doe
     (tmp_path / "worker.json").write_text(json.dumps(
         {"pid": 1, "token": "worker", "scope": FIRST, "complete": False, "reason": "CUPTI dropped 1 record",
          "own_launches": True, "kernels": {FIRST: ["_Z6workerv"]}, "libraries": {FIRST: ["libw.so"]},
-         "lost": {FIRST: ["another CUPTI client took them"]}, "window": {"log": str(log), "start": 0, "end": 6}}))
+         "lost": {FIRST: ["another CUPTI client took them"]}, "window": {"log": str(log), "start": 0, "end": 6},
+         "python": {FIRST: {"pkg/w.py": ["w0"]}}, "pyblocks": pyblocks.SCHEME}))
     records = _records(tmp_path)
     assert set(records) == set(TESTS)
     for test in (FIRST, SECOND):
         assert records[test]["kernels"] == ["_Z6workerv"] and records[test]["libraries"] == ["libw.so"], records
         assert "CUPTI dropped 1 record" in records[test]["reason"] and "took them" in records[test]["reason"]
+        assert records[test]["python"] == {"pkg/w.py": ["w0"]}, records[test]
     assert records[THIRD]["complete"] and records[THIRD]["kernels"] == [], records
 
 
@@ -250,6 +252,34 @@ def test_a_step_record_names_libraries_only_where_every_process_could_say(tmp_pa
     data = json.loads((tmp_path / "root.json").read_text())
     (tmp_path / "root.json").write_text(json.dumps({**data, "libraries": {FIRST: ["libops.so"]}}))
     assert parts.step_record(tmp_path, "step", "c")["libraries"] == ["libops.so"]
+
+
+
+def test_per_test_records_name_libraries_only_where_every_process_could_say(tmp_path: Path) -> None:
+    _part(tmp_path, "root", "scope::", kernels={FIRST: ["_Z5firstv"]})
+    _part(tmp_path, "child", FIRST)
+    assert all("libraries" not in r for r in _records(tmp_path).values())
+    data = json.loads((tmp_path / "root.json").read_text())
+    (tmp_path / "root.json").write_text(json.dumps({**data, "libraries": {FIRST: ["libops.so"]}}))
+    assert all("libraries" not in r for r in _records(tmp_path).values())  # the child could not say
+    data = json.loads((tmp_path / "child.json").read_text())
+    (tmp_path / "child.json").write_text(json.dumps({**data, "libraries": {}}))
+    assert _records(tmp_path)[FIRST]["libraries"] == ["libops.so"]
+
+
+def test_a_process_that_never_said_whether_it_measured_python_leaves_its_tests_without_python_evidence(
+        tmp_path: Path) -> None:
+    _part(tmp_path, "root", "scope::", python={"scope::": {"pkg/a.py": ["a0"]}})
+    _part(tmp_path, "child", FIRST)
+    data = json.loads((tmp_path / "child.json").read_text())
+    (tmp_path / "child.json").write_text(json.dumps({k: v for k, v in data.items() if not k.startswith("py")}))
+    (tmp_path / "root.json").rename(tmp_path / "root.json.away")
+    assert all("python" not in r for r in _records(tmp_path).values())  # no process said: no Python entry at all
+    (tmp_path / "root.json.away").rename(tmp_path / "root.json")
+    records = _records(tmp_path)
+    assert records[FIRST]["python"] is None, records[FIRST]
+    assert records[FIRST]["python_problem"] == "process child: a process did not measure Python code"
+    assert records[SECOND]["python"] == {"pkg/a.py": ["a0"]}, records[SECOND]
 
 
 # -- modules imported before the measurement started ---------------------------------------------------------

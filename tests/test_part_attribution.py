@@ -282,6 +282,24 @@ def test_a_process_that_never_said_whether_it_measured_python_leaves_its_tests_w
     assert records[SECOND]["python"] == {"pkg/a.py": ["a0"]}, records[SECOND]
 
 
+
+def test_copies_and_what_ran_through_a_jit_go_where_the_python_code_goes(tmp_path: Path) -> None:
+    """An installed copy a test ran, the kernels a JIT built from Python functions, and files compiled at run
+    time go to the tests of the scope they were seen in, and to the tests a worker lived through."""
+    _part(tmp_path, "root", "scope::", python={"scope::": {"pkg/a.py": ["a0"]}})
+    _part(tmp_path, "worker", FIRST, python={FIRST: {"pkg/b.py": ["b0"]}}, lived=(0, 3))
+    data = json.loads((tmp_path / "worker.json").read_text())
+    (tmp_path / "worker.json").write_text(json.dumps(
+        {**data, "python_copies": ["site-packages/pkg/b.py"], "jit_kernels": {FIRST: {"triton_k": ["pkg/b.py:k"]}},
+         "jit_sources": {FIRST: ["kernels/k.cu"]}}))
+    records = _records(tmp_path)
+    for test in (FIRST, SECOND):
+        assert records[test]["python_copies"] == ["site-packages/pkg/b.py"], records[test]
+        assert records[test]["jit_kernels"] == {"triton_k": ["pkg/b.py:k"]}, records[test]
+        assert records[test]["jit_sources"] == ["kernels/k.cu"], records[test]
+    assert not {"python_copies", "jit_kernels", "jit_sources"} & set(records[THIRD]), records[THIRD]
+
+
 # -- modules imported before the measurement started ---------------------------------------------------------
 
 PROJECT = {

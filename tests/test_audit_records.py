@@ -15,12 +15,14 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kernel_symbol_map.consumer.recordings import read
 from kernel_symbol_map.errors import RecordingError
 from kernel_symbol_map.recorder import audit, native, parts
+from kernel_symbol_map.recorder.hook import SPAWN_VARIABLE
 
 BY = 100  # the recorded process that started the spawn
 
@@ -199,6 +201,75 @@ def test_a_start_the_recorder_could_not_follow_says_its_launches_are_not_all_its
     proc = subprocess.run([sys.executable, "-c", FAILING_WATCHER], capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout) == [True, ["could not follow a process it started (subprocess.Popen): "
                                               "OSError('the recording folder is gone')"]], proc.stdout + proc.stderr
+
+
+
+COUNTING_WATCHER = """
+import json
+import os
+import subprocess
+import sys
+from kernel_symbol_map.recorder import spawns
+
+class Watcher:  # a recorder that keeps what it was told
+    finished, unfollowed, problems, pid = False, False, [], os.getpid()
+    expected, traced = [], []
+
+    def expect(self, exe, argv, replaces):
+        self.expected.append([exe, argv, replaces])
+        return {spawns.SPAWN_VARIABLE: f"s{len(self.expected)}"}
+
+    def trace(self, spawn):
+        self.traced.append(spawn)
+
+watcher = Watcher()
+spawns.watch(lambda: watcher)
+exec(sys.argv[1])
+print(json.dumps([watcher.expected, watcher.traced, watcher.problems]))
+"""
+
+
+def _watched(snippet: str) -> tuple[list[list[Any]], list[str], list[str], list[str]]:
+    """What a recorder is told of the process starts ``snippet`` makes, and what its children printed."""
+    proc = subprocess.run([sys.executable, "-c", COUNTING_WATCHER, snippet], capture_output=True, text=True,
+                          check=True)
+    *printed, told = proc.stdout.splitlines()
+    expected, traced, problems = json.loads(told)
+    return expected, traced, problems, printed
+
+
+def test_a_recorder_is_told_of_each_start_once_however_often_it_watches() -> None:
+    expected, traced, problems, _ = _watched("spawns.watch(lambda: watcher)\nsubprocess.run(['true'], check=True)")
+    assert [e[1:] for e in expected] == [[["true"], False]] and traced == ["s1"] and problems == [], expected
+
+
+
+def test_a_finished_recorder_is_told_of_no_start() -> None:
+    assert _watched("watcher.finished = True\nsubprocess.run(['true'], check=True)")[0] == []
+
+
+@pytest.mark.parametrize(("snippet", "argv", "traced"), [
+    # subprocess's own posix_spawn (close_fds=False lets it use one) is its Popen's start, told once
+    ("subprocess.run(['/bin/true'], close_fds=False, check=True)", ["/bin/true"], ["s1"]),
+    ("os.system('true')", ["/bin/sh", "-c", "true"], ["s1"]),
+    # the environment was read before the event: nothing carried, nothing traced, its end never assumed
+    ("os.waitpid(os.posix_spawn('/bin/true', ['true'], dict(os.environ)), 0)", ["true"], []),
+    # an environment that cannot change: the child cannot claim, so nothing is traced
+    ("import types\nsubprocess.run(['true'], env=types.MappingProxyType(dict(os.environ)), check=True)",
+     ["true"], []),
+])
+def test_each_kind_of_start_is_told_once_and_traced_only_where_its_environment_carries_the_id(
+        snippet: str, argv: list[str], traced: list[str]) -> None:
+    expected, got, problems, _ = _watched(snippet)
+    assert [e[1] for e in expected] == [argv] and got == traced and problems == [], (expected, got, problems)
+
+
+def test_a_start_with_an_environment_of_its_own_still_carries_the_id() -> None:
+    """``env={"PATH": ...}``: the child gets the recorder's variables all the same, so it can claim."""
+    child = f"import os; print(os.environ.get({SPAWN_VARIABLE!r}))"
+    expected, traced, _, printed = _watched(
+        f"subprocess.run([sys.executable, '-c', {child!r}], env={{'PATH': os.environ['PATH']}}, check=True)")
+    assert len(expected) == 1 and traced == ["s1"] and printed == ["s1"], (expected, traced, printed)
 
 
 def test_a_forked_child_that_exits_through_underscore_exit_is_whole(tmp_path: Path) -> None:

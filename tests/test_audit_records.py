@@ -264,6 +264,19 @@ def test_each_kind_of_start_is_told_once_and_traced_only_where_its_environment_c
     assert [e[1] for e in expected] == [argv] and got == traced and problems == [], (expected, got, problems)
 
 
+
+def test_a_forked_child_does_not_tell_its_parents_recorder_of_its_starts() -> None:
+    """The child has a recorder of its own (see .process): the parent's, copied into it, is not told."""
+    expected, _, _, printed = _watched(
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    subprocess.run(['true'], check=True)\n"
+        "    print(json.dumps(watcher.expected), flush=True)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)")
+    assert expected == [] and printed == ["[]"], (expected, printed)
+
+
 def test_a_start_with_an_environment_of_its_own_still_carries_the_id() -> None:
     """``env={"PATH": ...}``: the child gets the recorder's variables all the same, so it can claim."""
     child = f"import os; print(os.environ.get({SPAWN_VARIABLE!r}))"

@@ -217,10 +217,12 @@ class Watcher:  # a recorder that keeps what it was told
 
     def expect(self, exe, argv, replaces):
         self.expected.append([exe, argv, replaces])
+        print(json.dumps(["expected", exe, argv, replaces]), file=sys.stderr, flush=True)
         return {spawns.SPAWN_VARIABLE: f"s{len(self.expected)}"}
 
     def trace(self, spawn):
         self.traced.append(spawn)
+        print(f"traced {spawn}", file=sys.stderr, flush=True)
 
 watcher = Watcher()
 spawns.watch(lambda: watcher)
@@ -275,6 +277,18 @@ def test_a_forked_child_does_not_tell_its_parents_recorder_of_its_starts() -> No
         "    os._exit(0)\n"
         "os.waitpid(pid, 0)")
     assert expected == [] and printed == ["[]"], (expected, printed)
+
+
+
+def test_an_exec_carries_the_id_into_the_program_that_replaces_the_process() -> None:
+    """Nothing is traced: the process goes on, as the new program, and its recorder (if any) speaks for it."""
+    printenv = shutil.which("printenv")
+    proc = subprocess.run([sys.executable, "-c", COUNTING_WATCHER,
+                           f"os.execv({printenv!r}, ['printenv', {SPAWN_VARIABLE!r}])"],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == "s1\n" and "traced" not in proc.stderr, proc.stdout + proc.stderr
+    told = json.dumps(["expected", printenv, ["printenv", SPAWN_VARIABLE], True])
+    assert proc.stderr.splitlines() == [told], proc.stderr
 
 
 def test_a_start_with_an_environment_of_its_own_still_carries_the_id() -> None:

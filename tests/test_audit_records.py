@@ -437,6 +437,49 @@ def test_where_proc_cannot_be_listed_every_spawn_may_still_run(monkeypatch: pyte
     assert spawns.alive({"s1", "s2"}, set) == {"s1", "s2"}
 
 
+
+def test_a_spawn_lives_while_a_process_carries_its_id_as_the_variable_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernel_symbol_map.recorder import spawns
+
+    entry = type("Entry", (), {"name": "4242"})
+    monkeypatch.setattr(spawns.os, "scandir", lambda path: iter([entry()]))
+    monkeypatch.setattr(spawns, "tracker", lambda pid: False)
+    monkeypatch.setattr(spawns, "started", lambda pid: "1")
+    variable = f"{SPAWN_VARIABLE}=".encode()
+    for environ, alive in [(b"PATH=/bin\0" + variable + b"s1\0", {"s1"}),
+                           (b"X" * len(variable) + b"s1\0", set()),  # another variable that holds the id there
+                           (b"PATH=/bin\0", set())]:
+        monkeypatch.setattr(spawns, "_environ", lambda pid, environ=environ: environ)
+        assert spawns.alive({"s1", "s2"}, set) == alive, environ
+        assert spawns.alive({"s1"}, lambda: {(4242, "1")}) == set()  # its own recorder speaks for it
+
+
+@pytest.mark.parametrize(("before", "libraries", "after"), [
+    ({}, ("/a.so", "/i.so", "/c.so"),
+     {native.LOADER_VARIABLE: "/a.so", native.DRIVER_VARIABLE: "/i.so", native.CUPTI_VARIABLE: "/c.so"}),
+    # a profiler's injection is left alone, and with it the CUPTI it chose
+    ({native.DRIVER_VARIABLE: "/profiler.so"}, ("/a.so", "/i.so", "/c.so"),
+     {native.LOADER_VARIABLE: "/a.so", native.DRIVER_VARIABLE: "/profiler.so"}),
+    ({native.CUPTI_VARIABLE: "/mine.so"}, ("/a.so", "/i.so", "/c.so"),
+     {native.LOADER_VARIABLE: "/a.so", native.DRIVER_VARIABLE: "/i.so", native.CUPTI_VARIABLE: "/mine.so"}),
+    ({native.LOADER_VARIABLE: "/other.so"}, ("/a.so", "/i.so", None),
+     {native.LOADER_VARIABLE: "/a.so:/other.so", native.DRIVER_VARIABLE: "/i.so"}),
+    ({}, (None, None, "/c.so"), {}),
+])
+def test_a_child_s_environment_gets_the_audit_library_and_the_injection_where_they_are_installed(
+        monkeypatch: pytest.MonkeyPatch, before: dict[str, str], libraries: tuple[str | None, ...],
+        after: dict[str, str]) -> None:
+    from kernel_symbol_map.recorder import spawns
+
+    audit_library, injection, cupti = libraries
+    monkeypatch.setattr(native, "audit_library", lambda: audit_library)
+    monkeypatch.setattr(native, "injection_library", lambda: injection)
+    monkeypatch.setattr(native, "cupti_library", lambda: cupti)
+    env = dict(before)
+    spawns.audited(env)
+    assert env == after
+
+
 def test_records_that_carry_no_spawn_id_are_judged_for_every_test(tmp_path: Path) -> None:
     _write(tmp_path, "-.300.1.audit", _begin("exec", 300, 1, 1, "/opt/app"), "lib\t/opt/libcuda.so.1", "end")
     (unseen,) = parts.read_unseen(tmp_path)

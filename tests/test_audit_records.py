@@ -480,6 +480,34 @@ def test_a_child_s_environment_gets_the_audit_library_and_the_injection_where_th
     assert env == after
 
 
+
+@pytest.mark.parametrize(("reads", "proc", "environ"), [
+    ([(b"K=v", b"")], "live", b"K=v"),  # an environment, though the command line reads empty
+    ([(b"", b"prog\0")], "live", b""),  # settled: a program that cleared its environment
+    ([(b"", b"")], None, b""),  # gone
+    ([(b"", b"")], "zombie", b""),
+    ([(b"", b"")], "kernel", b""),
+    ([(b"", b""), (b"", b""), (b"K=v", b"prog\0")], "live", b"K=v"),  # caught in exec: read again until it settles
+    ([(b"", b"")] * 1000, "live", None),  # never settles: it may carry anything
+])
+def test_a_process_caught_between_exec_and_its_new_stack_is_read_again(
+        monkeypatch: pytest.MonkeyPatch, reads: list[tuple[bytes, bytes]], proc: str | None,
+        environ: bytes | None) -> None:
+    from kernel_symbol_map.recorder import spawns, tree
+
+    left = list(reads)
+
+    def read(pid: int, name: str) -> bytes:
+        now = left[0] if name == "environ" else left.pop(0)
+        return now[0] if name == "environ" else now[1]
+
+    found = None if proc is None else tree.Proc(4242, 1, "1", proc != "zombie", proc == "kernel")
+    monkeypatch.setattr(spawns, "_read", read)
+    monkeypatch.setattr(spawns.tree, "stat", lambda pid: found)
+    monkeypatch.setattr(spawns, "_SETTLE_SECONDS", 0.05)
+    assert spawns._environ(4242) == environ
+
+
 def test_records_that_carry_no_spawn_id_are_judged_for_every_test(tmp_path: Path) -> None:
     _write(tmp_path, "-.300.1.audit", _begin("exec", 300, 1, 1, "/opt/app"), "lib\t/opt/libcuda.so.1", "end")
     (unseen,) = parts.read_unseen(tmp_path)

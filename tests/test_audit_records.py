@@ -508,6 +508,38 @@ def test_a_process_caught_between_exec_and_its_new_stack_is_read_again(
     assert spawns._environ(4242) == environ
 
 
+
+def test_a_started_program_is_named_as_exec_finds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernel_symbol_map.recorder import spawns
+
+    tool = tmp_path / "bin" / "tool"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    (tmp_path / "link").symlink_to(tool)
+    monkeypatch.chdir(tmp_path)
+    path = {"PATH": str(tool.parent)}
+    assert spawns.resolve(str(tmp_path / "link"), None, None) == str(tool)  # absolute: resolved
+    assert spawns.resolve("bin/tool", None, "/elsewhere") == "/elsewhere/bin/tool"  # relative to its cwd
+    assert spawns.resolve(b"./link", None, None) == str(tool)  # relative to ours
+    assert spawns.resolve("tool", path, None) == str(tool)  # a bare name: through the child's PATH
+    assert spawns.resolve("link", path, None) == "link"  # not found: as it was given
+
+
+def test_multiprocessings_resource_tracker_is_told_by_its_command_line() -> None:
+    from kernel_symbol_map.recorder import spawns
+
+    program = "from multiprocessing.resource_tracker import main; import sys; print(flush=True); sys.stdin.read()"
+    with subprocess.Popen([sys.executable, "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as child:
+        try:
+            assert child.stdout is not None and child.stdout.readline() == b"\n"  # it runs the program
+            assert spawns.tracker(child.pid)
+        finally:
+            child.communicate(b"")
+    assert not spawns.tracker(os.getpid())
+    assert not spawns.tracker(child.pid)  # gone: its command line cannot be read
+
+
 def test_records_that_carry_no_spawn_id_are_judged_for_every_test(tmp_path: Path) -> None:
     _write(tmp_path, "-.300.1.audit", _begin("exec", 300, 1, 1, "/opt/app"), "lib\t/opt/libcuda.so.1", "end")
     (unseen,) = parts.read_unseen(tmp_path)

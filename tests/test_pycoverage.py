@@ -1,0 +1,206 @@
+"""One process's Python measurement (``recorder/pycoverage.py``), driven by hand in a fresh interpreter.
+
+The plugin switches scopes around each test; here a script does it, on a
+small git project, so that each rule of the measurement is seen on its own:
+which scope a line goes to, what an import in a scope costs, what counts as
+the project's, and each way the measurement declines to be evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel_symbol_map.mapformat import pyblocks
+
+A = '''\
+"""A module with two functions."""
+import os
+
+
+def f():
+    return 1
+
+
+def g():
+    return 2
+'''
+FILES = {
+    "pkg/__init__.py": "",
+    "pkg/a.py": A,
+    "pkg/pre.py": "def h():\n    return 3\n",
+    "pkg/lazy.py": "X = 1\n\n\ndef k():\n    return X\n",
+    "tests/test_m.py": "import pkg.a\n\nVALUE = pkg.a.f()\n",
+    "build/gen.py": "def made():\n    return 4\n",  # a build output: ignored by git
+    ".gitignore": "build/\n",
+}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("project")
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+def _measured(root: Path, body: str, *, before: str = "") -> dict[str, Any]:
+    """What the measurement finishes with, after ``before`` (run before it starts) and ``body`` (``cov`` is it)."""
+    script = textwrap.dedent("""\
+        import json, os, sys
+        from pathlib import Path
+        root = Path(sys.argv[1])
+        sys.path.insert(0, str(root))
+        {before}
+        from kernel_symbol_map.recorder.pycoverage import PythonCoverage
+        cov = PythonCoverage.start(root)
+        {body}
+        print(json.dumps(cov.finish("scope::")))
+        """).format(before=textwrap.dedent(before), body=textwrap.dedent(body))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COV_", "COVERAGE"))}
+    proc = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, env=env,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def _names(root: Path, scopes: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, set[str]]]:
+    """The measurement's digests as block names: scope -> file -> names."""
+    found: dict[str, dict[str, set[str]]] = {}
+    for scope, files in scopes.items():
+        for rel, digests in files.items():
+            blocks = pyblocks.split((root / rel).read_bytes())
+            named = dict(zip(blocks.digests, blocks.names, strict=True))
+            found.setdefault(scope, {})[rel] = {named.get(d, d) for d in digests}
+    return found
+
+
+def test_each_scope_gets_the_blocks_it_ran_and_what_ran_before_the_measurement_is_every_tests(
+        project: Path) -> None:
+    result = _measured(project, """\
+        import pkg.a
+        with cov.attributing("t1"):
+            pkg.a.f()
+        with cov.attributing("t2"):
+            pkg.a.g()
+        """, before="import pkg.pre")
+    assert result["pyblocks"] == pyblocks.SCHEME and result["python_copies"] == []
+    assert _names(project, result["python"]) == {
+        "scope::": {"pkg/__init__.py": {"<module>"}, "pkg/a.py": {"<module>"}, "pkg/pre.py": {"<module>", "h"}},
+        "t1": {"pkg/a.py": {"f"}},
+        "t2": {"pkg/a.py": {"g"}},
+    }
+
+
+def test_a_scope_that_imported_a_module_is_every_tests(project: Path) -> None:
+    """What a lazy import ran cannot be told from the rest of the scope's code: all of it is every test's."""
+    result = _measured(project, """\
+        import pkg.a
+        with cov.attributing("t1"):
+            pkg.a.f()
+        with cov.attributing("t2"):
+            pkg.a.g()
+            import pkg.lazy
+            pkg.lazy.k()
+        """)
+    names = _names(project, result["python"])
+    assert names["scope::"]["pkg/a.py"] == {"<module>", "g"} and names["scope::"]["pkg/lazy.py"] == {"<module>", "k"}
+    assert names["t1"] == {"pkg/a.py": {"f"}}, names
+
+
+def test_a_test_modules_collection_goes_to_its_tests_and_what_it_imported_to_every_test(project: Path) -> None:
+    result = _measured(project, """\
+        with cov.collecting(root / "tests" / "test_m.py", "scope::tests/test_m.py"):
+            import importlib.util
+            spec = importlib.util.spec_from_file_location("test_m", root / "tests" / "test_m.py")
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        """)
+    names = _names(project, result["python"])
+    assert names["scope::tests/test_m.py"] == {"tests/test_m.py": {"<module>"}}, names
+    # pkg.a was imported, and f run, by the collection: every test's, not the module's alone
+    assert names["scope::"]["pkg/a.py"] == {"<module>", "f"}, names
+
+
+def test_files_git_does_not_track_and_files_outside_the_project_are_left_out(project: Path,
+                                                                              tmp_path: Path) -> None:
+    (tmp_path / "outside.py").write_text("def o():\n    return 5\n")
+    result = _measured(project, f"""\
+        sys.path.insert(0, {str(project / "build")!r})
+        sys.path.insert(0, {str(tmp_path)!r})
+        with cov.attributing("t1"):
+            import gen, outside
+            gen.made()
+            outside.o()
+        """)
+    files = {rel for scope in result["python"].values() for rel in scope}
+    assert "build/gen.py" not in files and not any("outside" in f for f in files), files
+
+
+def test_a_project_module_run_from_an_installed_copy_is_named(project: Path, tmp_path: Path) -> None:
+    (tmp_path / "site" / "pkg").mkdir(parents=True)
+    (tmp_path / "site" / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "site" / "pkg" / "a.py").write_text(A)
+    result = _measured(project, f"""\
+        sys.path.insert(0, {str(tmp_path / "site")!r})
+        import pkg.a
+        with cov.attributing("t1"):
+            pkg.a.f()
+        """)
+    assert result["python_copies"] == ["pkg/__init__.py", "pkg/a.py"], result
+    assert "pkg/a.py" not in {rel for scope in result["python"].values() for rel in scope}, result
+
+
+@pytest.mark.parametrize(("body", "before", "problem"), [
+    # started, its tracer since taken away: still the current measurement
+    ("", "import coverage\nother = coverage.Coverage(data_file=None)\nother.start()\nsys.settrace(None)",
+     "another coverage measurement (pytest-cov) is running"),
+    ("", "sys.settrace(lambda *a: None)", "another tracer (pytest-cov, coverage, a debugger) is running"),
+    ("sys.settrace(sys.gettrace())", "", "sys.settrace was called by <string>"),
+    ('with cov.attributing("t1"):\n    import coverage\n    other = coverage.Coverage(data_file=None)\n'
+     '    other.start()\n    other.stop()', "", "another coverage measurement (pytest-cov, a test's own coverage.py)"),
+])
+def test_a_measurement_that_tracing_was_taken_from_is_no_evidence(project: Path, body: str, before: str,
+                                                                  problem: str) -> None:
+    result = _measured(project, body, before=before)
+    assert result["python"] is None and result["python_problem"].startswith(problem), result
+
+
+def test_no_project_root_is_no_evidence(tmp_path: Path) -> None:
+    result = _measured(tmp_path / "missing", "")
+    assert result == {"python": None,
+                      "python_problem": "no project root to measure Python code in (not a git checkout)"}
+
+
+def test_a_forked_child_goes_on_measuring_with_its_parents_measurement(project: Path) -> None:
+    """The same measurement, now this process's: what the child ran is its own result."""
+    script_body = """\
+        import pkg.a
+        pid = os.fork()
+        if pid == 0:
+            again = PythonCoverage.start(root)
+            with again.attributing("child"):
+                pkg.a.g()
+            print(json.dumps([again is cov, again.finish("scope::")]), flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        """
+    script = textwrap.dedent("""\
+        import json, os, sys
+        from pathlib import Path
+        root = Path(sys.argv[1])
+        sys.path.insert(0, str(root))
+        from kernel_symbol_map.recorder.pycoverage import PythonCoverage
+        cov = PythonCoverage.start(root)
+        """) + textwrap.dedent(script_body)
+    proc = subprocess.run([sys.executable, "-c", script, str(project)], capture_output=True, text=True, check=True)
+    same, child = json.loads(proc.stdout.splitlines()[-1])
+    assert same and _names(project, child["python"])["child"] == {"pkg/a.py": {"g"}}, child

@@ -540,6 +540,34 @@ def test_multiprocessings_resource_tracker_is_told_by_its_command_line() -> None
     assert not spawns.tracker(child.pid)  # gone: its command line cannot be read
 
 
+
+IDENTITY = "import json; from kernel_symbol_map.recorder import spawns; print(json.dumps(spawns.identity()))"
+
+
+def test_an_interpreter_names_itself_by_its_binary_and_by_the_script_its_shebang_ran(tmp_path: Path) -> None:
+    """What a start expects is the file exec ran: the binary, however the interpreter was called, and a
+    ``#!`` script (with options before it); ``-c`` and ``-m`` run no script of their own."""
+    import kernel_symbol_map
+
+    binary = os.path.realpath("/proc/self/exe")  # this interpreter: the children below run the same binary
+    script = tmp_path / "tool"
+    script.write_text(f"#!/usr/bin/env python3\n{IDENTITY}\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(kernel_symbol_map.__file__).parents[1])}
+
+    def identity(*argv: str, argv0: str = sys.executable) -> tuple[list[str], bool]:
+        out = subprocess.run([argv0, *argv], executable=sys.executable, capture_output=True, text=True, env=env,
+                             check=True).stdout
+        exes, spawned = json.loads(out)
+        return exes, spawned
+
+    exes, spawned = identity("-c", IDENTITY, argv0="/elsewhere/python3")  # sys.executable names no file
+    assert binary in exes and not spawned, exes
+    exes, _ = identity("-u", str(script))
+    assert exes == sorted({binary, os.path.realpath(sys.executable), str(script)}), exes
+    exes, spawned = identity("-c", IDENTITY, "--multiprocessing-fork")
+    assert str(script) not in exes and spawned
+
+
 def test_records_that_carry_no_spawn_id_are_judged_for_every_test(tmp_path: Path) -> None:
     _write(tmp_path, "-.300.1.audit", _begin("exec", 300, 1, 1, "/opt/app"), "lib\t/opt/libcuda.so.1", "end")
     (unseen,) = parts.read_unseen(tmp_path)

@@ -544,7 +544,8 @@ def test_multiprocessings_resource_tracker_is_told_by_its_command_line() -> None
 IDENTITY = "import json; from kernel_symbol_map.recorder import spawns; print(json.dumps(spawns.identity()))"
 
 
-def test_an_interpreter_names_itself_by_its_binary_and_by_the_script_its_shebang_ran(tmp_path: Path) -> None:
+def test_an_interpreter_names_itself_by_its_binary_and_by_the_script_its_shebang_ran(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What a start expects is the file exec ran: the binary, however the interpreter was called, and a
     ``#!`` script (with options before it); ``-c`` and ``-m`` run no script of their own."""
     import kernel_symbol_map
@@ -566,6 +567,16 @@ def test_an_interpreter_names_itself_by_its_binary_and_by_the_script_its_shebang
     assert exes == sorted({binary, os.path.realpath(sys.executable), str(script)}), exes
     exes, spawned = identity("-c", IDENTITY, "--multiprocessing-fork")
     assert str(script) not in exes and spawned
+    plain = tmp_path / "plain.py"  # no #! line: python ran it, not exec
+    plain.write_text(IDENTITY + "\n")
+    assert str(plain) not in identity(str(plain))[0]
+    # -c and -m run no script, though a #! file of the program's or the module's name lies in the folder
+    (tmp_path / "mod.py").write_text(IDENTITY + "\n")
+    for name in ("mod", IDENTITY):
+        (tmp_path / name).write_text(f"#!/usr/bin/env python3\n{IDENTITY}\n")
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert identity("-m", "mod")[0] == identity("-c", IDENTITY)[0] == sorted({binary, os.path.realpath(sys.executable)})
 
 
 def test_records_that_carry_no_spawn_id_are_judged_for_every_test(tmp_path: Path) -> None:

@@ -570,6 +570,9 @@ def test_an_interpreter_names_itself_by_its_binary_and_by_the_script_its_shebang
     plain = tmp_path / "plain.py"  # no #! line: python ran it, not exec
     plain.write_text(IDENTITY + "\n")
     assert str(plain) not in identity(str(plain))[0]
+    # an option's value read as the script names no file: nothing is added
+    assert identity("-X", "utf8", str(plain))[0] == sorted({binary, os.path.realpath(sys.executable)})
+    assert identity("-c", f"from multiprocessing import util; {IDENTITY}")[1]  # forkserver's and spawn's programs
     # -c and -m run no script, though a #! file of the program's or the module's name lies in the folder
     (tmp_path / "mod.py").write_text(IDENTITY + "\n")
     for name in ("mod", IDENTITY):

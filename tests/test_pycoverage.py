@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kernel_symbol_map.mapformat import pyblocks
+from kernel_symbol_map.recorder.pycoverage import ROOT_VARIABLE
 
 A = '''\
 """A module with two functions."""
@@ -53,7 +54,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _measured(root: Path, body: str, *, before: str = "") -> dict[str, Any]:
+def _measured(root: Path, body: str, *, before: str = "", start: str = "PythonCoverage.start(root)",
+              env: dict[str, str] | None = None) -> dict[str, Any]:
     """What the measurement finishes with, after ``before`` (run before it starts) and ``body`` (``cov`` is it)."""
     script = textwrap.dedent("""\
         import json, os, sys
@@ -62,11 +64,12 @@ def _measured(root: Path, body: str, *, before: str = "") -> dict[str, Any]:
         sys.path.insert(0, str(root))
         {before}
         from kernel_symbol_map.recorder.pycoverage import PythonCoverage
-        cov = PythonCoverage.start(root)
+        cov = {start}
         {body}
         print(json.dumps(cov.finish("scope::")))
-        """).format(before=textwrap.dedent(before), body=textwrap.dedent(body))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COV_", "COVERAGE"))}
+        """).format(before=textwrap.dedent(before), body=textwrap.dedent(body), start=start)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("COV_", "COVERAGE", "KERNEL_SYMBOL_MAP"))},
+           **(env or {})}
     proc = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, env=env,
                           check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -204,3 +207,32 @@ def test_a_forked_child_goes_on_measuring_with_its_parents_measurement(project: 
     proc = subprocess.run([sys.executable, "-c", script, str(project)], capture_output=True, text=True, check=True)
     same, child = json.loads(proc.stdout.splitlines()[-1])
     assert same and _names(project, child["python"])["child"] == {"pkg/a.py": {"g"}}, child
+
+
+def test_the_project_root_is_the_environments_where_none_is_given(project: Path) -> None:
+    body = 'with cov.attributing("t1"):\n    import pkg.a\n    pkg.a.f()\n'
+    result = _measured(project, body, start="PythonCoverage.start()", env={ROOT_VARIABLE: str(project)})
+    assert _names(project, result["python"])["t1"]["pkg/a.py"] == {"<module>", "f"}, result
+    assert _measured(project, body, start="PythonCoverage.start()")["python_problem"] == (
+        "no project root to measure Python code in (not a git checkout)")
+
+
+def test_a_forked_child_of_a_process_that_could_not_measure_starts_a_measurement_of_its_own(
+        project: Path, tmp_path: Path) -> None:
+    """The parent's tracer kept it from measuring; the child, rid of it, measures."""
+    out = tmp_path / "child.json"
+    result = _measured(project, f"""\
+        pid = os.fork()
+        if pid == 0:
+            sys.settrace(None)
+            again = PythonCoverage.start(root)
+            with again.attributing("child"):
+                import pkg.a
+                pkg.a.g()
+            Path({str(out)!r}).write_text(json.dumps([again is cov, again.finish("scope::")]))
+            os._exit(0)
+        os.waitpid(pid, 0)
+        """, before="sys.settrace(lambda *a: None)")
+    assert result["python"] is None, result
+    same, child = json.loads(out.read_text())
+    assert not same and _names(project, child["python"])["child"]["pkg/a.py"] == {"<module>", "g"}, child

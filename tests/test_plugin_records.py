@@ -191,6 +191,25 @@ def _state(records: dict[str, dict[str, Any]]) -> dict[str, tuple[bool, list[str
     return {t.split("::")[-1]: (r["complete"], r["kernels"]) for t, r in records.items()}
 
 
+
+UNMEASURED = '''
+from kernel_symbol_map.recorder.pycoverage import PythonCoverage
+
+
+def test_unmeasured():
+    assert PythonCoverage.current is None
+'''
+
+
+def test_python_code_is_measured_only_for_a_recording_that_asks_for_it(pytester: pytest.Pytester) -> None:
+    """The plugin is installed wherever the package is: a plain run, or a recording without Python, never
+    traces (a tracer costs every line, and would take the place of the project's own coverage run)."""
+    pytester.makepyfile(test_unmeasured=UNMEASURED)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kernel-record", str(pytester.path / "rec"),
+                                  "--kernel-record-python", "off").assert_outcomes(passed=1)
+
+
 def test_deselected_tests_get_no_record_and_unfinished_ones_an_incomplete_one(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_outcomes=OUTCOMES)
     records = _run(pytester, "-m", "not slow", "-k", "not other_k", "--deselect",

@@ -38,6 +38,7 @@ FILES = {
     "pkg/a.py": A,
     "pkg/pre.py": "def h():\n    return 3\n",
     "pkg/lazy.py": "X = 1\n\n\ndef k():\n    return X\n",
+    "pkg/frame.py": "Y = 1\n",
     "tests/test_m.py": "import pkg.a\n\nVALUE = pkg.a.f()\n",
     "build/gen.py": "def made():\n    return 4\n",  # a build output: ignored by git
     ".gitignore": "build/\n",
@@ -236,3 +237,32 @@ def test_a_forked_child_of_a_process_that_could_not_measure_starts_a_measurement
     assert result["python"] is None, result
     same, child = json.loads(out.read_text())
     assert not same and _names(project, child["python"])["child"]["pkg/a.py"] == {"<module>", "g"}, child
+
+
+def test_what_a_jit_ran_built_and_launched_goes_to_the_scope_it_ran_in(project: Path) -> None:
+    """A JIT tells the measurement what coverage cannot see: code it compiled (and traced into a frame), kernels
+    it launched, files it compiled at run time."""
+    result = _measured(project, """\
+        import json, pkg.a
+        with cov.attributing("t1"):
+            cov.built([root / "csrc" / "k.cu", "/opt/other/x.cu"])
+            cov.launched(pkg.a.f)
+            cov.launched(pkg.a.f)
+            cov.compiled(pkg.a.f.__code__, [pkg.a.g.__code__])  # f's frame, with g traced into it
+            frame = root / "pkg" / "frame.py"
+            cov.compiled(compile(frame.read_text(), str(frame), "exec"), [pkg.a.g.__code__])
+        with cov.attributing("t2"):
+            import pkg.frame  # the compiled frame runs again (its first line): g with it
+        """)
+    assert result["jit_sources"] == {"t1": ["/opt/other/x.cu", "csrc/k.cu"]}, result
+    assert result["jit_kernels"] == {"t1": {"f": ["pkg/a.py:f"]}}, result
+    names = _names(project, result["python"])
+    assert names["t1"]["pkg/a.py"] == {"<module>", "f", "g"}, names  # a code object's lines start at its def
+    assert "g" in names["t2"]["pkg/a.py"] and "f" not in names["t2"]["pkg/a.py"], names
+    result = _measured(project, """\
+        import json, pkg.a
+        with cov.attributing("t3"):
+            cov.compiled(json.dumps.__code__, [pkg.a.g.__code__])  # a frame no one measures: g is every test's
+        """)
+    names = _names(project, result["python"])
+    assert "g" in names["t3"]["pkg/a.py"] and "g" in names["scope::"]["pkg/a.py"], names

@@ -362,6 +362,34 @@ def test_modules_imported_before_the_measurement_started_count_whole_for_every_t
             assert every <= set(record["python"].get(rel, ())), (rel, test, record["python"])
 
 
+
+def test_modules_a_conftest_imports_are_measured_and_count_only_where_they_ran(tmp_path: Path) -> None:
+    """The measurement starts before the initial conftests load: what they import is seen, its functions
+    count for the tests that called them, and its import-time code for every test."""
+    files = {**PROJECT, "tests/conftest.py": "from pkg import helpers  # noqa: F401\n"}
+    repo, records = _recorded(tmp_path, files)
+    blocks = pyblocks.split((repo / "pkg/helpers.py").read_bytes())
+    digest = dict(zip(blocks.names, blocks.digests, strict=True))
+    uses, other = (records[f"tests/test_{name}.py::test_{name}"]["python"]["pkg/helpers.py"] for name in ("uses", "other"))
+    assert set(uses) == {digest["<module>"], digest["double"]} and other == [digest["<module>"]], (uses, other)
+
+
+
+def test_a_python_child_measures_its_project_code_for_the_test_that_started_it(tmp_path: Path) -> None:
+    files = {**PROJECT, "tests/test_child.py": '''import subprocess
+import sys
+
+
+def test_child():
+    subprocess.run([sys.executable, "-c", "from pkg import helpers; helpers.label('x')"], check=True)
+'''}
+    repo, records = _recorded(tmp_path, files)
+    blocks = pyblocks.split((repo / "pkg/helpers.py").read_bytes())
+    digest = dict(zip(blocks.names, blocks.digests, strict=True))
+    record = records["tests/test_child.py::test_child"]
+    assert record["python"] is not None and digest["label"] in record["python"]["pkg/helpers.py"], record
+
+
 # -- what the measurement could not see ----------------------------------------------------------------------
 
 # A project's own plugin that starts a coverage measurement that needs no trace function (as coverage.py's

@@ -169,6 +169,9 @@ def test_a_project_module_run_from_an_installed_copy_is_named(project: Path, tmp
      "another coverage measurement (pytest-cov) is running"),
     ("", "sys.settrace(lambda *a: None)", "another tracer (pytest-cov, coverage, a debugger) is running"),
     ("sys.settrace(sys.gettrace())", "", "sys.settrace was called by <string>"),
+    # the first problem is the one told
+    ("sys.settrace(sys.gettrace())\nimport coverage\nother = coverage.Coverage(data_file=None)\nother.start()\n"
+     "other.stop()", "", "sys.settrace was called by <string>"),
     ('with cov.attributing("t1"):\n    import coverage\n    other = coverage.Coverage(data_file=None)\n'
      '    other.start()\n    other.stop()', "", "another coverage measurement (pytest-cov, a test's own coverage.py)"),
 ])
@@ -261,8 +264,12 @@ def test_what_a_jit_ran_built_and_launched_goes_to_the_scope_it_ran_in(project: 
     assert "g" in names["t2"]["pkg/a.py"] and "f" not in names["t2"]["pkg/a.py"], names
     result = _measured(project, """\
         import json, pkg.a
+        import pkg.lazy
         with cov.attributing("t3"):
             cov.compiled(json.dumps.__code__, [pkg.a.g.__code__])  # a frame no one measures: g is every test's
+        with cov.attributing("t4"):
+            cov.compiled(pkg.a.f.__code__, [pkg.lazy.k.__code__])  # a frame of the project's: k is t4's alone
         """)
     names = _names(project, result["python"])
     assert "g" in names["t3"]["pkg/a.py"] and "g" in names["scope::"]["pkg/a.py"], names
+    assert "k" in names["t4"]["pkg/lazy.py"] and "k" not in names["scope::"]["pkg/lazy.py"], names

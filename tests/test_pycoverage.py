@@ -170,6 +170,7 @@ def test_a_project_module_run_from_an_installed_copy_is_named(project: Path, tmp
     ("", "sys.settrace(lambda *a: None)", "another tracer (pytest-cov, coverage, a debugger) is running"),
     ("sys.settrace(sys.gettrace())", "", "sys.settrace was called by <string>"),
     # the first problem is the one told
+    ('sys.settrace(None)\nwith cov.attributing("t1"):\n    pass', "", "sys.settrace was called by <string>"),
     ("sys.settrace(sys.gettrace())\nimport coverage\nother = coverage.Coverage(data_file=None)\nother.start()\n"
      "other.stop()", "", "sys.settrace was called by <string>"),
     ('with cov.attributing("t1"):\n    import coverage\n    other = coverage.Coverage(data_file=None)\n'
@@ -273,3 +274,17 @@ def test_what_a_jit_ran_built_and_launched_goes_to_the_scope_it_ran_in(project: 
     names = _names(project, result["python"])
     assert "g" in names["t3"]["pkg/a.py"] and "g" in names["scope::"]["pkg/a.py"], names
     assert "k" in names["t4"]["pkg/lazy.py"] and "k" not in names["scope::"]["pkg/lazy.py"], names
+
+
+def test_a_scope_inside_another_gives_the_outer_one_back_when_it_ends(project: Path) -> None:
+    result = _measured(project, """\
+        import pkg.a, pkg.lazy
+        with cov.attributing("module"):
+            with cov.attributing("test"):
+                pkg.a.g()
+            pkg.a.f()
+        pkg.lazy.k()
+        """)
+    names = _names(project, result["python"])
+    assert names["test"] == {"pkg/a.py": {"g"}} and names["module"] == {"pkg/a.py": {"f"}}, names
+    assert "k" in names["scope::"]["pkg/lazy.py"], names

@@ -288,3 +288,20 @@ def test_a_scope_inside_another_gives_the_outer_one_back_when_it_ends(project: P
     names = _names(project, result["python"])
     assert names["test"] == {"pkg/a.py": {"g"}} and names["module"] == {"pkg/a.py": {"f"}}, names
     assert "k" in names["scope::"]["pkg/lazy.py"], names
+
+
+def test_a_measurement_after_one_finished_is_a_new_one(project: Path) -> None:
+    """A test that runs pytest itself (pytester, in process) starts and finishes a measurement of its own."""
+    result = _measured(project, """\
+        import pkg.a
+        with cov.attributing("t1"):
+            pkg.a.f()
+        first, old = cov.finish("scope::"), cov
+        cov = PythonCoverage.start(root)
+        assert cov is not old and first["python"]["t1"], first
+        with cov.attributing("t2"):
+            pkg.a.g()
+        """)
+    names = _names(project, result["python"])
+    assert "t1" not in names and names["t2"] == {"pkg/a.py": {"g"}}, names
+    assert names["scope::"]["pkg/a.py"] == {"<module>", "f", "g"}, names  # imported before this one started

@@ -370,8 +370,12 @@ def test_modules_a_conftest_imports_are_measured_and_count_only_where_they_ran(t
     repo, records = _recorded(tmp_path, files)
     blocks = pyblocks.split((repo / "pkg/helpers.py").read_bytes())
     digest = dict(zip(blocks.names, blocks.digests, strict=True))
-    uses, other = (records[f"tests/test_{name}.py::test_{name}"]["python"]["pkg/helpers.py"] for name in ("uses", "other"))
-    assert set(uses) == {digest["<module>"], digest["double"]} and other == [digest["<module>"]], (uses, other)
+    uses, other = (records[f"tests/test_{name}.py::test_{name}"]["python"] for name in ("uses", "other"))
+    assert set(uses["pkg/helpers.py"]) == {digest["<module>"], digest["double"]}, uses
+    assert other["pkg/helpers.py"] == [digest["<module>"]], other
+    # a test module's own import-time code is its tests', and node ids are spelled from the checkout's top
+    assert "tests/test_uses.py" in uses and "tests/test_uses.py" not in other, (uses, other)
+    assert all(r["rootdir"] == "." for r in records.values()), records
 
 
 

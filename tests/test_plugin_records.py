@@ -210,6 +210,15 @@ def test_python_code_is_measured_only_for_a_recording_that_asks_for_it(pytester:
                                   "--kernel-record-python", "off").assert_outcomes(passed=1)
 
 
+
+def test_a_dist_mode_without_workers_records_in_this_process(pytester: pytest.Pytester) -> None:
+    """``--dist`` in a project's addopts, run without ``-n``: xdist runs no workers, and this process is no
+    controller: its tests record here."""
+    pytester.makepyfile(test_outcomes=OUTCOMES)
+    records = _run(pytester, "--dist", "loadscope", "-k", "keep")
+    assert _state(records) == {"test_keep": (True, ["_Z4keepv"])}, records
+
+
 def test_deselected_tests_get_no_record_and_unfinished_ones_an_incomplete_one(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_outcomes=OUTCOMES)
     records = _run(pytester, "-m", "not slow", "-k", "not other_k", "--deselect",

@@ -130,6 +130,7 @@ def test_a_test_modules_collection_goes_to_its_tests_and_what_it_imported_to_eve
         """)
     names = _names(project, result["python"])
     assert names["scope::tests/test_m.py"] == {"tests/test_m.py": {"<module>"}}, names
+    assert "tests/test_m.py" not in names["scope::"], names  # though an import ran in its collection
     # pkg.a was imported, and f run, by the collection: every test's, not the module's alone
     assert names["scope::"]["pkg/a.py"] == {"<module>", "f"}, names
 
@@ -138,13 +139,12 @@ def test_files_git_does_not_track_and_files_outside_the_project_are_left_out(pro
                                                                               tmp_path: Path) -> None:
     (tmp_path / "outside.py").write_text("def o():\n    return 5\n")
     result = _measured(project, f"""\
-        sys.path.insert(0, {str(project / "build")!r})
         sys.path.insert(0, {str(tmp_path)!r})
         with cov.attributing("t1"):
             import gen, outside
             gen.made()
             outside.o()
-        """)
+        """, before="sys.path.insert(0, str(root / 'build'))\nimport gen")  # imported before, too
     files = {rel for scope in result["python"].values() for rel in scope}
     assert "build/gen.py" not in files and not any("outside" in f for f in files), files
 

@@ -219,6 +219,18 @@ def test_a_dist_mode_without_workers_records_in_this_process(pytester: pytest.Py
     assert _state(records) == {"test_keep": (True, ["_Z4keepv"])}, records
 
 
+
+def test_a_run_that_dies_before_it_writes_leaves_no_earlier_recording(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    out = pytester.path / "rec"
+    out.mkdir()
+    (out / "pytest.jsonl").write_text(json.dumps({"test": "test_dies.py::test_dies", "kernels": [],
+                                                  "complete": True, "commit": COMMIT}) + "\n")
+    pytester.makepyfile(test_dies="import os\n\n\ndef test_dies():\n    os._exit(1)\n")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kernel-record", str(out))
+    assert not (out / "pytest.jsonl").exists()
+
+
 def test_deselected_tests_get_no_record_and_unfinished_ones_an_incomplete_one(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_outcomes=OUTCOMES)
     records = _run(pytester, "-m", "not slow", "-k", "not other_k", "--deselect",

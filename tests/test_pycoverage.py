@@ -38,7 +38,7 @@ FILES = {
     "pkg/a.py": A,
     "pkg/pre.py": "def h():\n    return 3\n",
     "pkg/lazy.py": "X = 1\n\n\ndef k():\n    return X\n",
-    "pkg/frame.py": "Y = 1\n",
+    "pkg/frame.py": "Y = 1\n\n\ndef z():\n    return Y\n",
     "tests/test_m.py": "import pkg.a\n\nVALUE = pkg.a.f()\n",
     "build/gen.py": "def made():\n    return 4\n",  # a build output: ignored by git
     ".gitignore": "build/\n",
@@ -257,12 +257,17 @@ def test_what_a_jit_ran_built_and_launched_goes_to_the_scope_it_ran_in(project: 
             cov.compiled(compile(frame.read_text(), str(frame), "exec"), [pkg.a.g.__code__])
         with cov.attributing("t2"):
             import pkg.frame  # the compiled frame runs again (its first line): g with it
+        with cov.attributing("t5"):
+            pkg.frame.z()  # another line of the frame's file: not the frame
+            cov.launched(json.dumps)  # a kernel named after a function outside the project
         """)
     assert result["jit_sources"] == {"t1": ["/opt/other/x.cu", "csrc/k.cu"]}, result
-    assert result["jit_kernels"] == {"t1": {"f": ["pkg/a.py:f"]}}, result
+    assert result["jit_kernels"] == {"t1": {"f": ["pkg/a.py:f"]},
+                                     "t5": {"dumps": [f"{os.path.realpath(json.__file__)}:dumps"]}}, result
     names = _names(project, result["python"])
     assert names["t1"]["pkg/a.py"] == {"<module>", "f", "g"}, names  # a code object's lines start at its def
     assert "g" in names["t2"]["pkg/a.py"] and "f" not in names["t2"]["pkg/a.py"], names
+    assert names["t5"] == {"pkg/frame.py": {"z"}}, names
     result = _measured(project, """\
         import json, pkg.a
         import pkg.lazy

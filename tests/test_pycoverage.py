@@ -40,6 +40,7 @@ FILES = {
     "pkg/lazy.py": "X = 1\n\n\ndef k():\n    return X\n",
     "pkg/frame.py": "Y = 1\n\n\ndef z():\n    return Y\n",
     "tests/test_m.py": "import pkg.a\n\nVALUE = pkg.a.f()\n",
+    "tests/test_frames.py": "import pkg.lazy\n\n\ndef run():\n    return pkg.lazy.k()\n",
     "build/gen.py": "def made():\n    return 4\n",  # a build output: ignored by git
     ".gitignore": "build/\n",
 }
@@ -310,3 +311,22 @@ def test_a_measurement_after_one_finished_is_a_new_one(project: Path) -> None:
     names = _names(project, result["python"])
     assert "t1" not in names and names["t2"] == {"pkg/a.py": {"g"}}, names
     assert names["scope::"]["pkg/a.py"] == {"<module>", "f", "g"}, names  # imported before this one started
+
+
+def test_a_compiled_frames_def_line_run_by_an_import_or_a_collection_is_no_run_of_the_frame(project: Path) -> None:
+    """A function's frame shows to coverage by its first line, its ``def``: a module's import runs that line
+    too, without calling the function."""
+    result = _measured(project, """\
+        import pkg.lazy
+        source = root / "tests" / "test_frames.py"
+        module = compile(source.read_text(), str(source), "exec")
+        run = next(c for c in module.co_consts if getattr(c, "co_name", "") == "run")
+        with cov.attributing("t1"):
+            cov.compiled(run, [pkg.lazy.k.__code__])
+        with cov.collecting(source, "scope::tests/test_frames.py"):
+            exec(module, {"__name__": "test_frames"})
+        exec(module, {"__name__": "test_frames_again"})
+        """)
+    names = _names(project, result["python"])
+    assert "k" in names["t1"]["pkg/lazy.py"], names
+    assert "k" not in names["scope::"]["pkg/lazy.py"] and "pkg/lazy.py" not in names["scope::tests/test_frames.py"]

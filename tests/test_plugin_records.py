@@ -231,6 +231,25 @@ def test_a_run_that_dies_before_it_writes_leaves_no_earlier_recording(pytester: 
     assert not (out / "pytest.jsonl").exists()
 
 
+
+def test_what_the_test_process_starts_from_native_code_is_followed_by_the_audit_library(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child started through ctypes or an extension module inherits this process's environment, and with it
+    the audit library, first among any the run had; without one the run's own is left as it was."""
+    pytester.makepyfile(test_loader='''import os
+
+
+def test_loader():
+    print("LD_AUDIT=" + os.environ.get("LD_AUDIT", "<unset>"))
+''')
+    monkeypatch.setenv("LD_AUDIT", "/opt/profiler/audit.so")
+    for audit, expected in (("/opt/ksm/audit.so", "/opt/ksm/audit.so:/opt/profiler/audit.so"),
+                            ("off", "/opt/profiler/audit.so")):
+        monkeypatch.setenv("KERNEL_SYMBOL_MAP_AUDIT", audit)
+        _, result = _recorded(pytester, "-s")
+        result.stdout.fnmatch_lines([f"*LD_AUDIT={expected}*"])
+
+
 def test_deselected_tests_get_no_record_and_unfinished_ones_an_incomplete_one(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_outcomes=OUTCOMES)
     records = _run(pytester, "-m", "not slow", "-k", "not other_k", "--deselect",

@@ -330,3 +330,22 @@ def test_a_compiled_frames_def_line_run_by_an_import_or_a_collection_is_no_run_o
     names = _names(project, result["python"])
     assert "k" in names["t1"]["pkg/lazy.py"], names
     assert "k" not in names["scope::"]["pkg/lazy.py"] and "pkg/lazy.py" not in names["scope::tests/test_frames.py"]
+
+
+@pytest.mark.parametrize(("pyproject", "decorators"), [
+    ('[tool.kernel-symbol-map]\njit-decorators = ["pkg.jit.kernel", 3, "other.jit"]\n', ["pkg.jit.kernel", "other.jit"]),
+    ('[tool.kernel-symbol-map]\njit-decorators = "pkg.jit.kernel"\n', []),
+    ('[tool.kernel-symbol-map]\n', []),
+    ('tool = 1\n', []),
+    ('[tool\n', []),
+    (None, []),
+])
+def test_jit_decorators_are_read_from_the_projects_pyproject(tmp_path: Path, pyproject: str | None,
+                                                             decorators: list[str]) -> None:
+    """Only a list's strings name decorators; anything else in the table, or no readable file, names none."""
+    from kernel_symbol_map.recorder.pycoverage import _decorators
+
+    if pyproject is not None:
+        (tmp_path / "pyproject.toml").write_text(pyproject)
+    assert _decorators(tmp_path) == decorators
+    assert _decorators(None) == []

@@ -41,6 +41,8 @@ FILES = {
     "pkg/frame.py": "Y = 1\n\n\ndef z():\n    return Y\n",
     "tests/test_m.py": "import pkg.a\n\nVALUE = pkg.a.f()\n",
     "tests/test_frames.py": "import pkg.lazy\n\n\ndef run():\n    return pkg.lazy.k()\n",
+    "tools/select.py": "",  # named as standard library modules are
+    "tools/queue.py": "",
     "build/gen.py": "def made():\n    return 4\n",  # a build output: ignored by git
     ".gitignore": "build/\n",
 }
@@ -162,6 +164,24 @@ def test_a_project_module_run_from_an_installed_copy_is_named(project: Path, tmp
         """)
     assert result["python_copies"] == ["pkg/__init__.py", "pkg/a.py"], result
     assert "pkg/a.py" not in {rel for scope in result["python"].values() for rel in scope}, result
+
+
+
+def test_a_project_module_compiled_into_an_extension_is_named_and_the_standard_librarys_never_are(
+        project: Path, tmp_path: Path) -> None:
+    """mypyc and Cython compile a project's .py files into extension modules: what they ran no coverage sees.
+    The standard library's own modules (``select`` compiled, ``queue`` in Python) share names with project
+    files, and are never copies of them."""
+    site = tmp_path / "site" / "pkg"
+    result = _measured(project, f"""\
+        import queue, select, sysconfig, types
+        installed = sysconfig.get_path("stdlib") + "/site-packages/pkg/a.py"  # an interpreter's own site-packages
+        for name, file in [("pkg", {str(site)!r} + "/__init__.cpython-311-x86_64-linux-gnu.so"),
+                           ("pkg.lazy", {str(site)!r} + "/lazy.cpython-311-x86_64-linux-gnu.so"), ("pkg.a", installed)]:
+            sys.modules[name] = types.ModuleType(name)
+            sys.modules[name].__file__ = file
+        """)
+    assert result["python_copies"] == ["pkg/__init__.py", "pkg/a.py", "pkg/lazy.py"], result
 
 
 @pytest.mark.parametrize(("body", "before", "problem"), [

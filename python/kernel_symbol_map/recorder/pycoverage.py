@@ -12,7 +12,8 @@ git top level).
 What cannot be seen is said, never guessed:
 
 * files of the project loaded from elsewhere (an installed copy in
-  site-packages): ``copies``; ``select`` cannot clear them from this recording;
+  site-packages), or compiled into an extension module (mypyc, Cython's pure
+  Python mode): ``copies``; ``select`` cannot clear them from this recording;
 * project modules imported before the measurement started: every block of
   theirs counts for every test;
 * no coverage.py, another tracer already running (pytest-cov, a debugger),
@@ -33,6 +34,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import threading
 import types
 from collections import defaultdict
@@ -383,18 +385,25 @@ def _tracked(root: Path) -> frozenset[str]:
 
 
 def _copies(root: Path, tracked: frozenset[str]) -> list[str]:
-    """Project files whose module ran from another place (an installed copy): this recording never saw them run."""
+    """Project files whose module ran from another place (an installed copy, or an extension compiled from them by
+    mypyc or Cython): this recording never saw them run."""
     by_suffix: dict[str, list[str]] = defaultdict(list)
     for rel in tracked:
         parts = rel.split("/")
         for i in range(len(parts)):
             by_suffix["/".join(parts[i:])].append(rel)
+    # The standard library's modules are never copies of a project file, whatever their names (select, queue).
+    stdlib = os.path.realpath(sysconfig.get_path("stdlib")) + os.sep
     found = set()
     for name, module in list(sys.modules.items()):
-        path = _module_file(module)
+        path = getattr(module, "__file__", None)
+        path = os.path.realpath(path) if isinstance(path, str) and path else ""  # source or compiled
         if not path or _relative(path, root) in tracked or not name or name == "__main__":
             continue  # the project's own file, or no file at all
-        key = name.replace(".", "/") + ("/__init__.py" if path.endswith("__init__.py") else ".py")
+        if path.startswith(stdlib) and not {"site-packages", "dist-packages"} & set(Path(path).parts):
+            continue
+        package = os.path.basename(path).startswith("__init__.")
+        key = name.replace(".", "/") + ("/__init__.py" if package else ".py")
         found.update(by_suffix.get(key, ()))
     return sorted(found)
 

@@ -15,6 +15,8 @@ def _digests(source: str) -> dict[str, str]:
 @pytest.mark.parametrize("source", [
     "def f(): return 1\n",  # the body starts on the signature's line: the signature runs it where it is defined
     "def f(a,\n      b): return a\n",
+    "def f(a) -> dict[\n    str, int\n]: return {}\n",  # the signature ends where its return annotation does
+    "@decorate(\n    1)\ndef f(): return 1\n",
     "def f():\n    \"\"\"Only a docstring.\"\"\"\n",
     "def f():\n    ...\n",
     "class C:\n    x = 1\n",  # a class body runs where the class is defined

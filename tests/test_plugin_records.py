@@ -11,6 +11,9 @@ recorded kernels: a test whose record is incomplete must still run.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +251,28 @@ def test_loader():
         monkeypatch.setenv("KERNEL_SYMBOL_MAP_AUDIT", audit)
         _, result = _recorded(pytester, "-s")
         result.stdout.fnmatch_lines([f"*LD_AUDIT={expected}*"])
+
+
+
+def test_a_recorded_run_inside_a_longer_process_gives_the_environment_back(pytester: pytest.Pytester) -> None:
+    """``pytest.main`` called by a script (or an IDE) that goes on: LD_AUDIT is what it was before the run."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    script = '''import os, sys
+import pytest
+for before in ("/opt/profiler/audit.so", None):
+    if before is None:
+        os.environ.pop("LD_AUDIT", None)
+    else:
+        os.environ["LD_AUDIT"] = before
+    assert pytest.main(["-q", "-p", "no:cacheprovider", "--kernel-record", "rec"]) == 0
+    print("after:", os.environ.get("LD_AUDIT", "<unset>"))
+'''
+    env = {**os.environ, "KERNEL_SYMBOL_MAP_AUDIT": "/opt/ksm/audit.so"}
+    proc = subprocess.run([sys.executable, "-c", script], cwd=pytester.path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [line for line in proc.stdout.splitlines() if line.startswith("after:")] == [
+        "after: /opt/profiler/audit.so", "after: <unset>"], proc.stdout
 
 
 def test_deselected_tests_get_no_record_and_unfinished_ones_an_incomplete_one(pytester: pytest.Pytester) -> None:

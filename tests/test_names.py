@@ -224,6 +224,9 @@ def test_kernels_that_would_read_alike_are_labelled_apart() -> None:
     assert readable("_Z5scalePf") == readable("_Z5scalePd") == "scale"
     assert labels(["_Z5scalePf", "_Z5scalePd", "_Z4fillPi"]) == {
         "_Z5scalePf": "scale(float*)", "_Z5scalePd": "scale(double*)", "_Z4fillPi": "fill"}
+    # a function template's overloads: by name and parameters, without the return type the demangler prints
+    assert labels(["_Z1kIfEvPT_", "_Z1kIfEvPT_i"]) == {"_Z1kIfEvPT_": "k<float>(float*)",
+                                                      "_Z1kIfEvPT_i": "k<float>(float*, int)"}
     long = [f"_Z{len(n)}{n}Pf" for n in ("k" * 100,)] + [f"_Z{len('k' * 100)}{'k' * 100}Pd"]
     apart = labels(long, 40)  # cut alike at 40: whole, they differ
     assert set(apart.values()) == {"k" * 100 + "(float*)", "k" * 100 + "(double*)"}

@@ -209,29 +209,21 @@ def test_no_project_root_is_no_evidence(tmp_path: Path) -> None:
                       "python_problem": "no project root to measure Python code in (not a git checkout)"}
 
 
-def test_a_forked_child_goes_on_measuring_with_its_parents_measurement(project: Path) -> None:
+def test_a_forked_child_goes_on_measuring_with_its_parents_measurement(project: Path, tmp_path: Path) -> None:
     """The same measurement, now this process's: what the child ran is its own result."""
-    script_body = """\
+    out = tmp_path / "child.json"
+    _measured(project, f"""\
         import pkg.a
         pid = os.fork()
         if pid == 0:
             again = PythonCoverage.start(root)
             with again.attributing("child"):
                 pkg.a.g()
-            print(json.dumps([again is cov, again.finish("scope::")]), flush=True)
+            Path({str(out)!r}).write_text(json.dumps([again is cov, again.finish("scope::")]))
             os._exit(0)
         os.waitpid(pid, 0)
-        """
-    script = textwrap.dedent("""\
-        import json, os, sys
-        from pathlib import Path
-        root = Path(sys.argv[1])
-        sys.path.insert(0, str(root))
-        from kernel_symbol_map.recorder.pycoverage import PythonCoverage
-        cov = PythonCoverage.start(root)
-        """) + textwrap.dedent(script_body)
-    proc = subprocess.run([sys.executable, "-c", script, str(project)], capture_output=True, text=True, check=True)
-    same, child = json.loads(proc.stdout.splitlines()[-1])
+        """)
+    same, child = json.loads(out.read_text())
     assert same and _names(project, child["python"])["child"] == {"pkg/a.py": {"g"}}, child
 
 

@@ -37,7 +37,7 @@ FILES = {
     "pkg/__init__.py": "",
     "pkg/a.py": A,
     "pkg/pre.py": "def h():\n    return 3\n",
-    "pkg/lazy.py": "X = 1\n\n\ndef k():\n    return X\n",
+    "pkg/lazy.py": "X = 1\n\n\ndef k():\n    return X\n\n\ndef opened(path):\n    with open(path) as f:\n        return f.read()\n",
     "pkg/frame.py": "Y = 1\n\n\ndef z():\n    return Y\n",
     "tests/test_m.py": "import pkg.a\n\nVALUE = pkg.a.f()\n",
     "tests/test_frames.py": "import pkg.lazy\n\n\ndef run():\n    return pkg.lazy.k()\n",
@@ -265,6 +265,8 @@ def test_what_a_jit_ran_built_and_launched_goes_to_the_scope_it_ran_in(project: 
             cov.built([root / "csrc" / "k.cu", "/opt/other/x.cu"])
             cov.launched(pkg.a.f)
             cov.launched(pkg.a.f)
+            import pkg.lazy
+            cov.note(pkg.lazy.opened.__code__)  # a with statement: instructions of no line
             cov.compiled(pkg.a.f.__code__, [pkg.a.g.__code__])  # f's frame, with g traced into it
             frame = root / "pkg" / "frame.py"
             cov.compiled(compile(frame.read_text(), str(frame), "exec"), [pkg.a.g.__code__])
@@ -279,6 +281,7 @@ def test_what_a_jit_ran_built_and_launched_goes_to_the_scope_it_ran_in(project: 
                                      "t5": {"dumps": [f"{os.path.realpath(json.__file__)}:dumps"]}}, result
     names = _names(project, result["python"])
     assert names["t1"]["pkg/a.py"] == {"<module>", "f", "g"}, names  # a code object's lines start at its def
+    assert "opened" in names["t1"]["pkg/lazy.py"], names
     assert "g" in names["t2"]["pkg/a.py"] and "f" not in names["t2"]["pkg/a.py"], names
     assert names["t5"] == {"pkg/frame.py": {"z"}}, names
     result = _measured(project, """\

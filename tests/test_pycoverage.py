@@ -37,7 +37,8 @@ FILES = {
     "pkg/__init__.py": "",
     "pkg/a.py": A,
     "pkg/pre.py": "def h():\n    return 3\n",
-    "pkg/lazy.py": "X = 1\n\n\ndef k():\n    return X\n\n\ndef opened(path):\n    with open(path) as f:\n        return f.read()\n",
+    "pkg/lazy.py": "X = 1\n\n\ndef k():\n    return X\n\n\n"
+                   "def opened(path):\n    with open(path) as f:\n        return f.read()\n",
     "pkg/frame.py": "Y = 1\n\n\ndef z():\n    return Y\n",
     "tests/test_m.py": "import pkg.a\n\nVALUE = pkg.a.f()\n",
     "tests/test_frames.py": "import pkg.lazy\n\n\ndef run():\n    return pkg.lazy.k()\n",
@@ -348,7 +349,8 @@ def test_a_compiled_frames_def_line_run_by_an_import_or_a_collection_is_no_run_o
 
 
 @pytest.mark.parametrize(("pyproject", "decorators"), [
-    ('[tool.kernel-symbol-map]\njit-decorators = ["pkg.jit.kernel", 3, "other.jit"]\n', ["pkg.jit.kernel", "other.jit"]),
+    ('[tool.kernel-symbol-map]\njit-decorators = ["pkg.jit.kernel", 3, "other.jit"]\n',
+     ["pkg.jit.kernel", "other.jit"]),
     ('[tool.kernel-symbol-map]\njit-decorators = "pkg.jit.kernel"\n', []),
     ('[tool.kernel-symbol-map]\n', []),
     ('tool = 1\n', []),

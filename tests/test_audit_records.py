@@ -203,7 +203,6 @@ def test_a_start_the_recorder_could_not_follow_says_its_launches_are_not_all_its
                                               "OSError('the recording folder is gone')"]], proc.stdout + proc.stderr
 
 
-
 COUNTING_WATCHER = """
 import json
 import os
@@ -245,7 +244,6 @@ def test_a_recorder_is_told_of_each_start_once_however_often_it_watches() -> Non
     assert [e[1:] for e in expected] == [[["true"], False]] and traced == ["s1"] and problems == [], expected
 
 
-
 def test_a_finished_recorder_is_told_of_no_start() -> None:
     assert _watched("watcher.finished = True\nsubprocess.run(['true'], check=True)")[0] == []
 
@@ -266,7 +264,6 @@ def test_each_kind_of_start_is_told_once_and_traced_only_where_its_environment_c
     assert [e[1] for e in expected] == [argv] and got == traced and problems == [], (expected, got, problems)
 
 
-
 def test_a_forked_child_does_not_tell_its_parents_recorder_of_its_starts() -> None:
     """The child has a recorder of its own (see .process): the parent's, copied into it, is not told."""
     expected, _, _, printed = _watched(
@@ -277,7 +274,6 @@ def test_a_forked_child_does_not_tell_its_parents_recorder_of_its_starts() -> No
         "    os._exit(0)\n"
         "os.waitpid(pid, 0)")
     assert expected == [] and printed == ["[]"], (expected, printed)
-
 
 
 def test_an_exec_carries_the_id_into_the_program_that_replaces_the_process() -> None:
@@ -400,7 +396,6 @@ def test_a_recorded_process_claims_a_spawn_only_as_the_program_it_was_to_run(tmp
         assert claimed or "loaded the GPU driver" in unseen.why(), (exe, unseen)
 
 
-
 def test_multiprocessings_resource_tracker_is_a_process_the_recorder_accounts_for(tmp_path: Path) -> None:
     """The tracker writes no part file but a ``.tracker`` one: its records do not reopen the spawn that made it."""
     _spawn(tmp_path, "s", {"end": 3, "ns": 50})
@@ -410,7 +405,6 @@ def test_multiprocessings_resource_tracker_is_a_process_the_recorder_accounts_fo
     (tmp_path / "200-t.tracker").write_text(json.dumps({"pid": 200, "start": "77"}))
     (unseen,) = parts.read_unseen(tmp_path)
     assert unseen.problems == (), unseen
-
 
 
 def test_an_unseen_process_s_window_over_tests_this_merge_does_not_record_is_read_for_those_it_does(
@@ -435,7 +429,6 @@ def test_where_proc_cannot_be_listed_every_spawn_may_still_run(monkeypatch: pyte
 
     monkeypatch.setattr(spawns.os, "scandir", unlisted)
     assert spawns.alive({"s1", "s2"}, set) == {"s1", "s2"}
-
 
 
 def test_a_spawn_lives_while_a_process_carries_its_id_as_the_variable_itself(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -480,7 +473,6 @@ def test_a_child_s_environment_gets_the_audit_library_and_the_injection_where_th
     assert env == after
 
 
-
 @pytest.mark.parametrize(("reads", "proc", "environ"), [
     ([(b"K=v", b"")], "live", b"K=v"),  # an environment, though the command line reads empty
     ([(b"", b"prog\0")], "live", b""),  # settled: a program that cleared its environment
@@ -506,7 +498,6 @@ def test_a_process_caught_between_exec_and_its_new_stack_is_read_again(
     monkeypatch.setattr(spawns.tree, "stat", lambda pid: found)
     monkeypatch.setattr(spawns, "_SETTLE_SECONDS", 0.05)
     assert spawns._environ(4242) == environ
-
 
 
 def test_a_started_program_is_named_as_exec_finds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -538,7 +529,6 @@ def test_multiprocessings_resource_tracker_is_told_by_its_command_line() -> None
             child.communicate(b"")
     assert not spawns.tracker(os.getpid())
     assert not spawns.tracker(child.pid)  # gone: its command line cannot be read
-
 
 
 IDENTITY = "import json; from kernel_symbol_map.recorder import spawns; print(json.dumps(spawns.identity()))"

@@ -139,7 +139,6 @@ def test_a_ci_steps_record_is_incomplete_when_a_process_lost_launches_in_its_win
     assert not record["complete"] and record["reason"] == "process runner: CUPTI dropped 3 activity records", record
 
 
-
 def test_a_part_that_gives_no_reason_for_unmeasured_python_says_so(tmp_path: Path) -> None:
     _part(tmp_path, "worker", "scope::", python=None)
     data = json.loads((tmp_path / "worker.json").read_text())
@@ -197,7 +196,6 @@ def test_a_process_still_writing_its_part_is_waited_for_and_one_that_never_does_
     parts.wait_for_stragglers(tmp_path, seconds=0.2)  # this process lives on: it returns all the same
 
 
-
 def _dead_pid() -> int:
     child = subprocess.Popen(["true"])
     child.wait()
@@ -217,7 +215,6 @@ def test_a_process_that_lost_launches_and_has_no_window_leaves_every_test_incomp
     _part(tmp_path, "worker", FIRST, kernels={FIRST: ["_Z6workerv"]}, lost="CUPTI dropped 3 activity records")
     for test, record in _records(tmp_path).items():
         assert record["reason"] == "process worker: CUPTI dropped 3 activity records", (test, record)  # once
-
 
 
 def test_a_scope_that_is_one_test_s_own_goes_to_that_test_alone(tmp_path: Path) -> None:
@@ -254,7 +251,6 @@ def test_a_step_record_names_libraries_only_where_every_process_could_say(tmp_pa
     assert parts.step_record(tmp_path, "step", "c")["libraries"] == ["libops.so"]
 
 
-
 def test_per_test_records_name_libraries_only_where_every_process_could_say(tmp_path: Path) -> None:
     _part(tmp_path, "root", "scope::", kernels={FIRST: ["_Z5firstv"]})
     _part(tmp_path, "child", FIRST)
@@ -280,7 +276,6 @@ def test_a_process_that_never_said_whether_it_measured_python_leaves_its_tests_w
     assert records[FIRST]["python"] is None, records[FIRST]
     assert records[FIRST]["python_problem"] == "process child: a process did not measure Python code"
     assert records[SECOND]["python"] == {"pkg/a.py": ["a0"]}, records[SECOND]
-
 
 
 def test_copies_and_what_ran_through_a_jit_go_where_the_python_code_goes(tmp_path: Path) -> None:
@@ -362,7 +357,6 @@ def test_modules_imported_before_the_measurement_started_count_whole_for_every_t
             assert every <= set(record["python"].get(rel, ())), (rel, test, record["python"])
 
 
-
 def test_modules_a_conftest_imports_are_measured_and_count_only_where_they_ran(tmp_path: Path) -> None:
     """The measurement starts before the initial conftests load: what they import is seen, its functions
     count for the tests that called them, and its import-time code for every test."""
@@ -376,7 +370,6 @@ def test_modules_a_conftest_imports_are_measured_and_count_only_where_they_ran(t
     # a test module's own import-time code is its tests', and node ids are spelled from the checkout's top
     assert "tests/test_uses.py" in uses and "tests/test_uses.py" not in other, (uses, other)
     assert all(r["rootdir"] == "." for r in records.values()), records
-
 
 
 def test_a_python_child_measures_its_project_code_for_the_test_that_started_it(tmp_path: Path) -> None:

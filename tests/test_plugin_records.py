@@ -194,7 +194,6 @@ def _state(records: dict[str, dict[str, Any]]) -> dict[str, tuple[bool, list[str
     return {t.split("::")[-1]: (r["complete"], r["kernels"]) for t, r in records.items()}
 
 
-
 UNMEASURED = '''
 from kernel_symbol_map.recorder.pycoverage import PythonCoverage
 
@@ -213,14 +212,12 @@ def test_python_code_is_measured_only_for_a_recording_that_asks_for_it(pytester:
                                   "--kernel-record-python", "off").assert_outcomes(passed=1)
 
 
-
 def test_a_dist_mode_without_workers_records_in_this_process(pytester: pytest.Pytester) -> None:
     """``--dist`` in a project's addopts, run without ``-n``: xdist runs no workers, and this process is no
     controller: its tests record here."""
     pytester.makepyfile(test_outcomes=OUTCOMES)
     records = _run(pytester, "--dist", "loadscope", "-k", "keep")
     assert _state(records) == {"test_keep": (True, ["_Z4keepv"])}, records
-
 
 
 def test_a_run_that_dies_before_it_writes_leaves_no_earlier_recording(pytester: pytest.Pytester) -> None:
@@ -232,7 +229,6 @@ def test_a_run_that_dies_before_it_writes_leaves_no_earlier_recording(pytester: 
     pytester.makepyfile(test_dies="import os\n\n\ndef test_dies():\n    os._exit(1)\n")
     pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kernel-record", str(out))
     assert not (out / "pytest.jsonl").exists()
-
 
 
 def test_what_the_test_process_starts_from_native_code_is_followed_by_the_audit_library(
@@ -251,7 +247,6 @@ def test_loader():
         monkeypatch.setenv("KERNEL_SYMBOL_MAP_AUDIT", audit)
         _, result = _recorded(pytester, "-s")
         result.stdout.fnmatch_lines([f"*LD_AUDIT={expected}*"])
-
 
 
 def test_a_recorded_run_inside_a_longer_process_gives_the_environment_back(pytester: pytest.Pytester) -> None:

@@ -167,7 +167,6 @@ def test_a_project_module_run_from_an_installed_copy_is_named(project: Path, tmp
     assert "pkg/a.py" not in {rel for scope in result["python"].values() for rel in scope}, result
 
 
-
 def test_a_project_module_compiled_into_an_extension_is_named_and_the_standard_librarys_never_are(
         project: Path, tmp_path: Path) -> None:
     """mypyc and Cython compile a project's .py files into extension modules: what they ran no coverage sees.

@@ -183,7 +183,7 @@ def test_a_process_still_writing_its_part_is_waited_for_and_one_that_never_does_
     _part(tmp_path, "root", "scope::")
     (tmp_path / "late.started").write_text(json.dumps({"pid": os.getpid(), "start": "1", "exe": ["/bin/prog"]}))
     (tmp_path / "gone.started").write_text(json.dumps({"pid": _dead_pid(), "start": "1", "exe": ["/bin/prog"]}))
-    writer = threading.Timer(0.3, _part, (tmp_path, "late", "scope::"), {"kernels": {FIRST: ["_Z4latev"]}})
+    writer = threading.Timer(0.3, _write_late, (tmp_path,))
     writer.start()
     try:
         # one straggler died: the other is waited for still
@@ -194,6 +194,14 @@ def test_a_process_still_writing_its_part_is_waited_for_and_one_that_never_does_
     assert record["reason"] == "process gone died before writing its part file", record
     (tmp_path / "late.json").unlink()
     parts.wait_for_stragglers(tmp_path, seconds=0.2)  # this process lives on: it returns all the same
+
+
+def _write_late(folder: Path) -> None:
+    """The late process's part, written whole at once, as the recorder writes one."""
+    staging = folder / "staging"
+    staging.mkdir()
+    _part(staging, "late", "scope::", kernels={FIRST: ["_Z4latev"]})
+    os.replace(staging / "late.json", folder / "late.json")
 
 
 def _dead_pid() -> int:

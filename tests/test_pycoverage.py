@@ -209,21 +209,31 @@ def test_no_project_root_is_no_evidence(tmp_path: Path) -> None:
                       "python_problem": "no project root to measure Python code in (not a git checkout)"}
 
 
-def test_a_forked_child_goes_on_measuring_with_its_parents_measurement(project: Path, tmp_path: Path) -> None:
-    """The same measurement, now this process's: what the child ran is its own result."""
+def _forked(root: Path, tmp_path: Path, *, parent: str, child: str, before: str = ""
+            ) -> tuple[dict[str, Any], bool, dict[str, Any]]:
+    """A measured process runs ``parent`` (one line) and forks; the child runs ``child`` (one line), starts
+    measuring, and runs ``pkg.a.g()`` in the scope "child". The parent's result; whether the child went on
+    with the parent's measurement, and the child's result."""
     out = tmp_path / "child.json"
-    _measured(project, f"""\
-        import pkg.a
+    result = _measured(root, f"""\
+        {parent}
         pid = os.fork()
         if pid == 0:
+            {child}
             again = PythonCoverage.start(root)
             with again.attributing("child"):
-                pkg.a.g()
+                import pkg.a; pkg.a.g()
             Path({str(out)!r}).write_text(json.dumps([again is cov, again.finish("scope::")]))
             os._exit(0)
         os.waitpid(pid, 0)
-        """)
-    same, child = json.loads(out.read_text())
+        """, before=before)
+    same, measured = json.loads(out.read_text())
+    return result, same, measured
+
+
+def test_a_forked_child_goes_on_measuring_with_its_parents_measurement(project: Path, tmp_path: Path) -> None:
+    """The same measurement, now this process's: what the child ran is its own result."""
+    _, same, child = _forked(project, tmp_path, parent="import pkg.a", child="pass")
     assert same and _names(project, child["python"])["child"] == {"pkg/a.py": {"g"}}, child
 
 
@@ -238,21 +248,9 @@ def test_the_project_root_is_the_environments_where_none_is_given(project: Path)
 def test_a_forked_child_of_a_process_that_could_not_measure_starts_a_measurement_of_its_own(
         project: Path, tmp_path: Path) -> None:
     """The parent's tracer kept it from measuring; the child, rid of it, measures."""
-    out = tmp_path / "child.json"
-    result = _measured(project, f"""\
-        pid = os.fork()
-        if pid == 0:
-            sys.settrace(None)
-            again = PythonCoverage.start(root)
-            with again.attributing("child"):
-                import pkg.a
-                pkg.a.g()
-            Path({str(out)!r}).write_text(json.dumps([again is cov, again.finish("scope::")]))
-            os._exit(0)
-        os.waitpid(pid, 0)
-        """, before="sys.settrace(lambda *a: None)")
+    result, same, child = _forked(project, tmp_path, parent="pass", child="sys.settrace(None)",
+                                  before="sys.settrace(lambda *a: None)")
     assert result["python"] is None, result
-    same, child = json.loads(out.read_text())
     assert not same and _names(project, child["python"])["child"]["pkg/a.py"] == {"<module>", "g"}, child
 
 

@@ -176,7 +176,8 @@ class PythonTree:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return []
         names, paths = set(), set()
-        package = (self.module(rel) or "").rpartition(".")[0]
+        module = self.module(rel) or ""
+        package = module if posixpath.basename(rel) == "__init__.py" else module.rpartition(".")[0]
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names |= {a.name for a in node.names}

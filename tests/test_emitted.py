@@ -226,6 +226,45 @@ def test_relocatable_code_that_appears_reaches_the_kernels_linked_with_it() -> N
     assert "relocatable device code of dev differs" in next(d.why for d in s.decisions if d.test == "test_k1")
 
 
+def test_changed_relocatable_code_reaches_the_kernels_of_the_targets_it_links() -> None:
+    """The other way along a link: app's relocatable code changed, and app links dev, whose relocatable
+    kernels its device link may now resolve differently (o0 is a kernel no map knows: it runs)."""
+    def rdc(user: str) -> dict[str, Any]:
+        objects = [_object("csrc/caller.cu", ["k0"], [], "h-caller", ["d0"], target="dev"),
+                   _object("csrc/user.cu", ["k1"], [], "h-user", ["d1"], target="app"),
+                   _object("csrc/far.cu", ["k2"], [], "h-far", ["d2"], target="far")]
+        for o, r in zip(objects, ["r-caller", user, "r-far"]):
+            o["digests"]["relocatable"] = {"sm_80": r}
+        return _map(objects, target_links={"app": ["dev"]})
+    s = _select(rdc("r-user-2"), ["csrc/user.cu"], base=rdc("r-user-1"))
+    assert s.fallback is None and s.to_run == ["test_k0", "test_k1", "test_o0"], (s.to_run, s.fallback_why)
+    assert "relocatable device code of app differs" in next(d.why for d in s.decisions if d.test == "test_k0")
+
+
+def test_a_kernel_named_by_its_folder_that_did_not_change_is_not_taken_for_added_and_removed() -> None:
+    """Two builds in two folders: nvcc's hash of the path differs in an anonymous namespace's kernel name, and
+    its code is the same; only the kernel whose code changed runs its tests."""
+    def named(unit: str) -> str:
+        return f"_ZN12_GLOBAL__N__{unit}_8_many_cu_2k0Ev"
+
+    def build(unit: str, k1: str) -> dict[str, Any]:
+        return _map([_object("csrc/many.cu", [named(unit), "k1"], [], "h-many", ["d0", k1])])
+    tests = [Recording("test_k0", frozenset({named("1a2b3c4d")}), True, BASE, "rec"),
+             Recording("test_k1", frozenset({"k1"}), True, BASE, "rec")]
+    s = select(KernelMap({**build("5e6f7a8b", "d1-new"), "commit": "c" * 40}), tests, ["csrc/many.cu"],
+               base=[KernelMap(build("1a2b3c4d", "d1"))])
+    assert s.mode == "output" and s.to_run == ["test_k1"], (s.to_run, s.emitted.kernels if s.emitted else None)
+
+
+def test_what_the_comparison_found_is_summed_up_by_kind() -> None:
+    from kernel_symbol_map.consumer.emitted import Emitted
+    found = Emitted({"a": "changed (sm_80)", "b": "added", "c": "removed", "d": "added"}, compared=9,
+                    linked={"e": "relocatable code of dev differs"})
+    assert found.summary() == ("4 of 9 kernels' device code differs (1 changed, 2 added, 1 removed); 0 objects' "
+                               "host code differs; 1 kernels linked with relocatable code that differs")
+    assert Emitted(compared=3).summary() == "0 of 3 kernels' device code differs (none); 0 objects' host code differs"
+
+
 def test_the_base_map_passed_as_the_changes_map_is_no_evidence() -> None:
     s = select(KernelMap(base_map()), _tests(), ["csrc/many.cu"], base=[KernelMap(base_map())])
     assert s.fallback == "commit-mismatch" and s.mode == "output" and "is the base map" in s.fallback_why
@@ -272,8 +311,9 @@ def test_a_base_map_without_digests_falls_back_to_source_mode_and_says_so() -> N
     del base["digests"]
     new = base_map()
     _edit(new, "csrc/many.cu", code={1: "d1-new"})
-    s = _select(new, ["csrc/many.cu"], base=base)
-    assert s.mode == "source" and "no digests" in s.mode_why
+    s = select(KernelMap({**new, "commit": "c" * 40}), _tests(), ["csrc/many.cu"],
+               base=[KernelMap(base, where="maps/base.json")])
+    assert s.mode == "source" and "the base map maps/base.json holds no digests" in s.mode_why, s.mode_why
     assert s.to_run == ["test_k0", "test_k1", "test_k2"]  # what source mode reaches from many.cu
 
 
@@ -303,7 +343,17 @@ def test_another_toolchain_runs_everything_and_says_why() -> None:
     new["toolchain"]["CUDA"] = "NVIDIA 12.8.93"
     s = _select(new, ["csrc/many.cu"])
     assert s.fallback == "toolchain-changed" and len(s.to_run) == len(s.decisions)
-    assert "12.8.93" in s.summary() and "13.0.88" in s.summary()
+    assert "12.8.93" in s.summary() and "13.0.88" in s.summary() and "CXX" not in s.summary()
+
+
+@pytest.mark.parametrize("side", ["base", "change's"])
+def test_a_map_that_names_no_toolchain_is_compared_by_its_digests(side: str) -> None:
+    """A map written without its compilers (an older writer, a hand-made map) cannot say they changed."""
+    base, new = base_map(), base_map()
+    del (base if side == "base" else new)["toolchain"]
+    _edit(new, "csrc/many.cu", code={1: "d1-new"})
+    s = _select(new, ["csrc/many.cu"], base=base)
+    assert s.mode == "output" and s.fallback is None and s.to_run == ["test_k1"], (s.mode_why, s.fallback_why)
 
 
 def test_the_base_map_must_be_of_the_recordings_commit_and_the_new_one_complete() -> None:
@@ -454,6 +504,10 @@ def test_precompiled_headers_and_device_images_need_no_host_digest() -> None:
     for doc in (base, new):
         doc["objects"] += [copy.deepcopy(pch), copy.deepcopy(cubin)]
     _edit(new, "csrc/many.cu", code={1: "d1-new"})
+    s = _select(new, ["csrc/many.cu"], base=base)
+    assert s.mode == "output" and s.to_run == ["test_k1"], (s.mode_why, s.to_run)
+    # a precompiled header only one build has is not an object added or removed: it has no code to compare
+    base["objects"].remove(base["objects"][-2])
     s = _select(new, ["csrc/many.cu"], base=base)
     assert s.mode == "output" and s.to_run == ["test_k1"], (s.mode_why, s.to_run)
     # the device image's kernels are compared like any others

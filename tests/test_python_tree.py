@@ -18,7 +18,7 @@ from kernel_symbol_map.consumer.recordings import Recording
 GIT = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 FILES = {
     # The checkout's top is a package too (some projects are): module names still start below it.
-    "__init__.py": "# the root of the fast path\n",
+    "__init__.py": "from . import gen  # the root of the fast path\n",
     # The build: setup.py imports, and names by path, what it runs; CMakeLists.txt names a top-level script.
     "setup.py": 'from tools import build_helpers\nimport tools.codegen\n\nVERSION = open("__init__.py").read()\n'
                 'SCRIPTS = ["gen.py", "tables.py"]\n',

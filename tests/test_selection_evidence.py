@@ -335,3 +335,51 @@ def test_rules_that_decide_every_changed_file_leave_what_the_builds_emitted_to_t
     same = select(KernelMap(base_map() | {"commit": change}), recordings, ["CMakeLists.txt"],
                   options=Options(rules=rules), base=[KernelMap(base_map())])
     assert same.to_run == [] and {d.reason for d in same.decisions} == {"rules"}
+
+
+# -- what a selection says of itself ---------------------------------------------------------------------------
+
+def test_a_selection_s_last_line_says_what_runs_and_why() -> None:
+    from kernel_symbol_map.consumer.selection import Decision, Selection, Verdict
+
+    def decisions(*run: bool) -> list[Decision]:
+        return [Decision(f"t{i}", r, "launched" if r else "not-reached", "") for i, r in enumerate(run)]
+    everything = {p: Verdict(p, "everything", "") for p in ("a.md", "b.md", "c.md", "d.md")}
+    assert Selection(decisions(True, True), "no-changes", "the change set is empty").summary() == \
+        "every test runs (no-changes); 2 known to the recordings"  # source mode: the code says it
+    assert Selection(decisions(True, True), "unknown-file", mode="output", fallback_why="a.md").summary() == \
+        "every test runs (unknown-file: a.md); 2 known to the recordings"
+    assert Selection(decisions(True), "unknown-file", verdicts=dict(list(everything.items())[:3])).summary() == \
+        "every test runs (unknown-file: a.md, b.md, c.md are known to no decider); 1 known to the recordings"
+    assert Selection(decisions(True), "unknown-file", verdicts=everything).summary() == \
+        "every test runs (unknown-file: a.md, b.md, c.md ... are known to no decider); 1 known to the recordings"
+    # every test runs, though no evidence was set aside: the evidence says so
+    assert Selection(decisions(True, True)).summary() == \
+        "2 of 2 known tests to run; any test no recording knows runs too"
+    # static rules over a fallback leave some tests out
+    assert Selection(decisions(True, False), "host-file").summary() == \
+        "1 of 2 known tests to run (static rules, host-file); any test no recording knows runs too"
+    verdicts = {"a.cu": Verdict("a.cu", "map", ""), "b.py": Verdict("b.py", "python", "")}
+    assert Selection(decisions(True, False), verdicts=verdicts).summary() == \
+        "1 of 2 known tests to run; files decided by 1 map, 1 python; any test no recording knows runs too"
+    assert Selection(decisions(True), verdicts={"a.cu": verdicts["a.cu"]}).summary() == \
+        "1 of 1 known tests to run; any test no recording knows runs too"
+
+
+def test_a_selection_s_json_says_per_file_how_many_tests_each_file_runs() -> None:
+    from kernel_symbol_map.consumer.kernelmap import Reach
+    from kernel_symbol_map.consumer.selection import Decision, Selection, Verdict
+
+    files = [Reach("a.cu", "kernels", frozenset({"k"})), Reach("b.py", "not-in-map", frozenset()),
+             Reach("c.md", "not-in-map", frozenset()), Reach("d.cu", "kernels", frozenset({"k", "j"}))]
+    verdicts = {"a.cu": Verdict("a.cu", "map", "m", {"t0": ""}), "b.py": Verdict("b.py", "python", "p", {}),
+                "c.md": Verdict("c.md", "everything", "e", {"t0": ""})}
+    found = Selection([Decision("t0", True, "unknown-kernel", "", ("k",)), Decision("t1", False, "not-reached", "")],
+                      files=files, verdicts=verdicts).to_json()
+    assert found["files"] == [
+        {"path": "a.cu", "status": "kernels", "kernels": 1, "decided_by": "map", "why": "m", "runs": 1},
+        {"path": "b.py", "status": "not-in-map", "kernels": 0, "decided_by": "python", "why": "p", "runs": 0},
+        {"path": "c.md", "status": "not-in-map", "kernels": 0, "decided_by": "everything", "why": "e", "runs": None},
+        {"path": "d.cu", "status": "kernels", "kernels": 2}]
+    assert found["decisions"] == [{"test": "t0", "run": True, "reason": "unknown-kernel", "why": "", "kernels": ["k"]},
+                                  {"test": "t1", "run": False, "reason": "not-reached", "why": ""}]

@@ -285,6 +285,14 @@ def test_a_test_module_s_import_time_code_reaches_the_tests_of_the_files_importi
     assert "tests/test_reuse.py" in found.tests[REUSE]
 
 
+def test_a_test_module_whose_change_no_test_ran_reaches_no_test_through_its_importers(suite: Suite,
+                                                                                     tmp_path: Path) -> None:
+    """A comment added to tests/test_a.py changes no block: test_reuse, which imports it, is not reached."""
+    found = decide(suite, tmp_path, {"tests/test_a.py": FILES["tests/test_a.py"] + "# a comment\n"},
+                   "tests/test_a.py")
+    assert found.known and found.tests == {}, found.tests
+
+
 def test_a_module_s_first_statement_below_a_licence_header_marks_where_it_was_imported(suite: Suite,
                                                                                       tmp_path: Path) -> None:
     """test_imports imported pkg/lazy.py, whose first statement is on line 4; test_uses reads what it left."""
@@ -317,7 +325,7 @@ def test_without_python_coverage_in_any_recording_no_python_file_is_decided(suit
 def test_a_new_module_a_tested_function_imports_runs_that_function_s_tests(suite: Suite, tmp_path: Path) -> None:
     """The decidable case the ones below depart from: pkg/ops.py's tuned() tries `from . import fast`."""
     found = decide(suite, tmp_path, {"pkg/fast.py": "X = 1\n"}, "pkg/fast.py")
-    assert found.known and set(found.tests) == {TUNED}
+    assert found.known and found.tests == {TUNED: "it ran pkg/ops.py, which imports the new module pkg.fast"}
 
 
 def test_a_new_module_a_file_that_no_longer_parses_names_runs_every_test_that_ran_that_file(suite: Suite,
@@ -411,6 +419,14 @@ def test_a_new_module_imported_by_a_new_file_nothing_decides_is_undecided(suite:
     edits = {"pkg/fast.py": "X = 1\n", "pkg/glue.py": "from . import fast\n"}
     found = decide(suite, tmp_path, edits, "pkg/fast.py")
     assert not found.known and "pkg/glue.py, which cannot be decided" in found.why
+
+
+def test_two_new_modules_that_import_each_other_are_undecided(suite: Suite, tmp_path: Path) -> None:
+    """pkg/fast.py (which tuned() imports) and pkg/glue.py import each other, and nothing else imports
+    pkg/glue.py: what runs it may run pkg/fast.py, so neither is decided by importers, and the walk ends."""
+    edits = {"pkg/fast.py": "from . import glue\n", "pkg/glue.py": "from . import fast\n"}
+    found = decide(suite, tmp_path, edits, "pkg/fast.py")
+    assert not found.known and "pkg/glue.py, which cannot be decided" in found.why, found.why
 
 
 def test_a_new_module_imported_only_by_code_no_test_ran_is_undecided(suite: Suite, tmp_path: Path) -> None:

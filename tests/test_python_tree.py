@@ -14,6 +14,7 @@ import pytest
 
 from kernel_symbol_map.consumer.pythonfiles import PythonDecider, PythonTree, is_test_file
 from kernel_symbol_map.consumer.recordings import Recording
+from kernel_symbol_map.mapformat import pyblocks
 
 GIT = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 FILES = {
@@ -136,3 +137,45 @@ def test_coverage_never_decides_a_conftest_or_a_file_that_is_not_python_though_a
         tree: PythonTree, rel: str, why: str) -> None:
     found = PythonDecider([_ran(rel)], tree).decide(rel)
     assert not found.known and found.why.startswith(why), found.why
+
+
+def _record(test: str, ran: dict[str, frozenset[str]]) -> Recording:
+    return Recording(test, frozenset(), True, "", "x.jsonl:1", python=ran)
+
+
+def _digests(text: str) -> frozenset[str]:
+    return frozenset(pyblocks.split(text.encode()).digests)
+
+
+def test_a_test_that_ran_every_block_of_an_unchanged_file_is_not_reached_by_it(tree: PythonTree) -> None:
+    """Nothing it ran changed: ``ran <= now`` holds with equality too."""
+    found = PythonDecider([_record("t::every", {"pkg/loader.py": _digests(FILES["pkg/loader.py"])})],
+                          tree).decide("pkg/loader.py")
+    assert found.known and found.tests == {}, found
+
+
+def test_what_a_test_ran_that_changed_or_went_away_is_counted_and_named(checkout: tuple[Path, str],
+                                                                       tmp_path: Path) -> None:
+    repo = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(checkout[0]), str(repo)], check=True)
+    (repo / "pkg" / "loader.py").write_text("import importlib\n\n\ndef load(name):\n    return None\n")
+    (repo / "tools" / "unused.py").unlink()
+    ran = _digests(FILES["pkg/loader.py"])
+    decider = PythonDecider([_record("t::one", {"pkg/loader.py": ran, "tools/unused.py": _digests("UNUSED = 1\n")}),
+                             _record("t::two", {"pkg/loader.py": ran | {"gone"}})], PythonTree(repo, checkout[1]))
+    found = decider.decide("pkg/loader.py")
+    assert found.tests == {"t::one": "it executed 1 block of pkg/loader.py that the change altered",
+                           "t::two": "it executed 2 blocks of pkg/loader.py that the change altered"}
+    assert decider.decide("tools/unused.py").tests == {
+        "t::one": "it executed 1 block of tools/unused.py that the change removed"}
+
+
+@pytest.mark.parametrize(("commit", "named"), [("", "(unknown)"), ("f" * 40, "f" * 40)])
+def test_a_new_file_git_cannot_date_names_the_recordings_commit(checkout: tuple[Path, str], tmp_path: Path,
+                                                              commit: str, named: str) -> None:
+    repo = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(checkout[0]), str(repo)], check=True)
+    (repo / "pkg" / "new.py").write_text("X = 1\n")
+    found = PythonDecider([_record("t::x", {"pkg/fast.py": frozenset({"b"})})], PythonTree(repo, commit)) \
+        .decide("pkg/new.py")
+    assert not found.known and f"(the recordings' commit {named})" in found.why, found.why

@@ -526,3 +526,15 @@ def test_a_configure_input_only_the_changes_build_reads_runs_everything() -> Non
     s = _select(new, ["cmake/kernels.cmake"])
     assert s.mode == "output" and s.fallback == "configure-input", s.fallback
     assert s.to_run == ["test_host", "test_k0", "test_k1", "test_k2", "test_o0"]
+
+
+def test_a_file_the_builds_decide_keeps_the_rules_from_deciding_alone() -> None:
+    """many.cu is compiled, and compiled alike; the rules decide only docs/a.md (no test). Evidence still
+    decides: a test with an incomplete recording runs, as it does when only many.cu changes."""
+    from kernel_symbol_map.consumer.rules import StaticRules
+    rules = StaticRules.parse({"rules": [{"paths": ["docs/**"], "tests": []}]})
+    tests = [*_tests(), Recording("test_cut", frozenset(), False, BASE, "rec", why_incomplete="it timed out")]
+    s = select(KernelMap({**base_map(), "commit": "c" * 40}), tests, ["csrc/many.cu", "docs/a.md"],
+               options=Options(rules=rules), base=[KernelMap(base_map())])
+    assert s.mode == "output" and s.to_run == ["test_cut"], (s.to_run, s.decisions)
+    assert s.verdicts["csrc/many.cu"].by == "emitted" and s.verdicts["docs/a.md"].by == "rules"

@@ -421,6 +421,15 @@ def test_a_new_module_imported_by_a_new_file_nothing_decides_is_undecided(suite:
     assert not found.known and "pkg/glue.py, which cannot be decided" in found.why
 
 
+def test_a_new_module_a_new_module_imports_runs_the_tests_of_what_imports_that_one(suite: Suite,
+                                                                                  tmp_path: Path) -> None:
+    """tuned() now imports a new pkg/glue.py, which imports a new pkg/deep.py: the chain ends at code a test ran."""
+    edits = {"pkg/deep.py": "X = 1\n", "pkg/glue.py": "from . import deep\n",
+             **edited("pkg/ops.py", "from . import fast  # an optional module", "from . import glue  # a module")}
+    found = decide(suite, tmp_path, edits, "pkg/deep.py")
+    assert found.known and set(found.tests) == {TUNED}, found
+
+
 def test_two_new_modules_that_import_each_other_are_undecided(suite: Suite, tmp_path: Path) -> None:
     """pkg/fast.py (which tuned() imports) and pkg/glue.py import each other, and nothing else imports
     pkg/glue.py: what runs it may run pkg/fast.py, so neither is decided by importers, and the walk ends."""

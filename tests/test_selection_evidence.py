@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_emitted import BASE, base_map
+from test_emitted import BASE, _tests, base_map
 from test_selection_safety import git
 
 from kernel_symbol_map.cli import main
@@ -383,3 +383,18 @@ def test_a_selection_s_json_says_per_file_how_many_tests_each_file_runs() -> Non
         {"path": "d.cu", "status": "kernels", "kernels": 2}]
     assert found["decisions"] == [{"test": "t0", "run": True, "reason": "unknown-kernel", "why": "", "kernels": ["k"]},
                                   {"test": "t1", "run": False, "reason": "not-reached", "why": ""}]
+
+
+def test_rules_given_beside_options_are_the_rules_select_uses() -> None:
+    rules = StaticRules.parse({"rules": [{"paths": ["docs/**"], "tests": []}]})
+    found = select(KernelMap(base_map()), _tests(), ["docs/a.md"], rules, options=Options(allow_empty=True))
+    assert found.fallback is None and found.to_run == [] and found.verdicts["docs/a.md"].by == "rules"
+
+
+def test_an_unreadable_recording_that_cannot_name_its_tests_runs_everything_and_says_so_in_json() -> None:
+    from kernel_symbol_map.consumer.recordings import Unreadable
+    found = select(KernelMap(base_map()), _tests(), ["csrc/many.cu"],
+                   unreadable=[Unreadable(Path("rec/bad.jsonl"), "rec/bad.jsonl: not JSON", None)])
+    doc = found.to_json()
+    assert doc["fallback"] == "recording-unreadable" and doc["files"] == [] and doc["skip"] == []
+    assert doc["fallback_why"] == "rec/bad.jsonl: not JSON; the tests it covered cannot be known"

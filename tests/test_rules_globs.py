@@ -102,3 +102,36 @@ def test_a_file_several_rules_match_gets_every_rule_s_tests() -> None:
     assert chosen is not None
     tests = ["tests/test_cuda.py::test_a", "tests/test_kernels.py::test_b", "tests/test_other.py::test_c"]
     assert chosen.chosen(tests) == tests[:2]
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ([], r'expected \{"rules": \[...\]\} and nothing else'),
+    ({"rules": [], "extra": 1}, r'expected \{"rules": \[...\]\} and nothing else'),
+    ({"rules": {"paths": ["a"]}}, r'expected \{"rules": \[...\]\} and nothing else'),
+    ({"rules": ["csrc/**"]}, r'rules\[0\] must have exactly "paths" and "tests"'),
+    ({"rules": [{"paths": [], "tests": []}]}, r"rules\[0\]\.paths must be a non-empty list of strings"),
+    ({"rules": [{"paths": "csrc/**", "tests": []}]}, r"rules\[0\]\.paths must be a non-empty list of strings"),
+    ({"rules": [{"paths": ["csrc/**", ""], "tests": []}]}, r"rules\[0\]\.paths must be a non-empty list"),
+    ({"rules": [{"paths": ["csrc/**"], "tests": [1]}]}, r"rules\[0\]\.tests must be a list of strings \(maybe empty\)"),
+    ({"rules": [{"paths": ["a"], "tests": []}, {"paths": ["b"], "tests": ["tests/[z-a].py"]}]},
+     r"rules\[1\]: bad glob 'tests/\[z-a\]\.py'"),
+])
+def test_a_rules_file_of_another_shape_is_one_error_naming_where(data: object, message: str) -> None:
+    """Read loosely, a rules file could decide files it was never meant to (a rule with no paths, a test
+    list that is one string): every departure from the shape is refused."""
+    from kernel_symbol_map.errors import KernelSymbolMapError
+
+    with pytest.raises(KernelSymbolMapError, match=message):
+        StaticRules.parse(data, "ci/rules.json")
+    assert StaticRules.parse({"rules": [{"paths": ["a"], "tests": []}]}).rules == ((("a",), ()),)
+
+
+def test_a_rules_file_that_is_not_json_is_one_error(tmp_path) -> None:
+    from kernel_symbol_map.errors import KernelSymbolMapError
+
+    bad = tmp_path / "rules.json"
+    bad.write_text("{rules")
+    with pytest.raises(KernelSymbolMapError, match="rules.json: not a rules file"):
+        StaticRules.read(bad)
+    with pytest.raises(KernelSymbolMapError, match="not a rules file"):
+        StaticRules.read(tmp_path / "missing.json")

@@ -394,7 +394,16 @@ def test_rules_given_beside_options_are_the_rules_select_uses() -> None:
 def test_an_unreadable_recording_that_cannot_name_its_tests_runs_everything_and_says_so_in_json() -> None:
     from kernel_symbol_map.consumer.recordings import Unreadable
     found = select(KernelMap(base_map()), _tests(), ["csrc/many.cu"],
-                   unreadable=[Unreadable(Path("rec/bad.jsonl"), "rec/bad.jsonl: not JSON", None)])
+                   unreadable=[Unreadable(Path("rec/cut.jsonl"), "rec/cut.jsonl: cut short", frozenset({"test_k0"})),
+                               Unreadable(Path("rec/bad.jsonl"), "rec/bad.jsonl: not JSON", None)])
     doc = found.to_json()
     assert doc["fallback"] == "recording-unreadable" and doc["files"] == [] and doc["skip"] == []
     assert doc["fallback_why"] == "rec/bad.jsonl: not JSON; the tests it covered cannot be known"
+
+
+def test_a_map_built_where_git_could_not_list_the_files_clears_no_test() -> None:
+    """Which sources the configure wrote is unknown there: any change may reach them."""
+    blind = {**base_map(), "tracked_files_unknown": True}
+    found = select(KernelMap(blind, where="blind.json"), _tests(), ["csrc/many.cu"])
+    assert found.fallback == "tracked-files-unknown" and len(found.to_run) == len(found.decisions)
+    assert found.fallback_why.startswith("blind.json was built where git could not list"), found.fallback_why

@@ -268,6 +268,13 @@ def test_what_the_comparison_found_is_summed_up_by_kind() -> None:
 def test_the_base_map_passed_as_the_changes_map_is_no_evidence() -> None:
     s = select(KernelMap(base_map()), _tests(), ["csrc/many.cu"], base=[KernelMap(base_map())])
     assert s.fallback == "commit-mismatch" and s.mode == "output" and "is the base map" in s.fallback_why
+    # shards: one of the base's passed again among the change's is enough
+    shards = [_map([o]) for o in base_map()["objects"]]
+    s = select([KernelMap(d) for d in shards], _tests(), ["csrc/many.cu"], base=[KernelMap(d) for d in shards])
+    assert s.fallback == "commit-mismatch", (s.fallback, s.to_run)
+    # an empty change set the user says is real: two identical builds are what it should give
+    s = select(KernelMap(base_map()), _tests(), [], options=Options(allow_empty=True), base=[KernelMap(base_map())])
+    assert s.fallback is None and s.mode == "output" and s.to_run == [], (s.fallback, s.fallback_why)
 
 
 def test_cli_the_changes_map_must_be_of_the_checkout(tmp_path: Path) -> None:

@@ -135,3 +135,17 @@ def test_a_rules_file_that_is_not_json_is_one_error(tmp_path) -> None:
         StaticRules.read(bad)
     with pytest.raises(KernelSymbolMapError, match="not a rules file"):
         StaticRules.read(tmp_path / "missing.json")
+
+
+def test_a_file_is_the_rules_only_when_every_spelling_of_it_is() -> None:
+    """docs/kernel.cu is a link to csrc/kernel.cu: the docs rule (no tests) speaks for one spelling only."""
+    rules = StaticRules.parse({"rules": [{"paths": ["docs/**"], "tests": []}]})
+    assert rules.for_file("docs/kernel.cu") == ()
+    assert rules.for_file("docs/kernel.cu", canonical=lambda p: "csrc/kernel.cu") is None
+    assert rules.tests_for(["docs/a.md", "csrc/kernel.cu"]) is None
+    assert rules.tests_for(["docs/a.md", "docs/b.md"]) is not None
+
+
+def test_only_patterns_without_a_glob_name_tests_outright() -> None:
+    rules = StaticRules.parse({"rules": [{"paths": ["csrc/**"], "tests": ["kernels-A", "tests/kernels/**"]}]})
+    assert rules.tests == {"kernels-A"}

@@ -545,3 +545,23 @@ def test_a_file_the_builds_decide_keeps_the_rules_from_deciding_alone() -> None:
                options=Options(rules=rules), base=[KernelMap(base_map())])
     assert s.mode == "output" and s.to_run == ["test_cut"], (s.to_run, s.decisions)
     assert s.verdicts["csrc/many.cu"].by == "emitted" and s.verdicts["docs/a.md"].by == "rules"
+
+
+def test_changed_host_code_reaches_the_tests_that_loaded_its_library() -> None:
+    """bind.cpp's object (no kernels) went into libbindings.so: the tests that loaded it run, whatever kernels
+    they launched, and no other; under --host-scope kernels it has no kernels to narrow by, so every test runs."""
+    def build(host: str) -> dict[str, Any]:
+        doc = base_map()
+        _edit(doc, "csrc/bind.cpp", host=host)
+        doc["artefacts"] = {"ops": ["libops.so"], "bindings": ["libbindings.so"]}
+        return doc
+    loaded = {"test_k0": {"libops.so", "libbindings.so.1"}, "test_k1": {"libops.so"}, "test_host": {"libbindings.so"}}
+    tests = [Recording(f"test_{k}", frozenset({k}) if k != "host" else frozenset(), True, BASE, "rec",
+                       libraries=frozenset(loaded.get(f"test_{k}", {"libops.so"})))
+             for k in ("k0", "k1", "k2", "o0", "host")]
+    s = select(KernelMap({**build("h-bind-2"), "commit": "c" * 40}), tests, ["csrc/bind.cpp"],
+               base=[KernelMap(build("h-bind"))])
+    assert s.mode == "output" and s.fallback is None and s.to_run == ["test_host", "test_k0"], (s.to_run, s.fallback_why)
+    s = select(KernelMap({**build("h-bind-2"), "commit": "c" * 40}), tests, ["csrc/bind.cpp"],
+               options=Options(host_scope="kernels"), base=[KernelMap(build("h-bind"))])
+    assert s.fallback == "host-changed" and len(s.to_run) == 5, (s.fallback, s.to_run)

@@ -106,6 +106,8 @@ def test_a_file_several_rules_match_gets_every_rule_s_tests() -> None:
 
 @pytest.mark.parametrize(("data", "message"), [
     ([], r'expected \{"rules": \[...\]\} and nothing else'),
+    (["rules"], r'expected \{"rules": \[...\]\} and nothing else'),
+    ({"rules": [["paths", "tests"]]}, r'rules\[0\] must have exactly "paths" and "tests"'),
     ({"rules": [], "extra": 1}, r'expected \{"rules": \[...\]\} and nothing else'),
     ({"rules": {"paths": ["a"]}}, r'expected \{"rules": \[...\]\} and nothing else'),
     ({"rules": ["csrc/**"]}, r'rules\[0\] must have exactly "paths" and "tests"'),
@@ -149,3 +151,7 @@ def test_a_file_is_the_rules_only_when_every_spelling_of_it_is() -> None:
 def test_only_patterns_without_a_glob_name_tests_outright() -> None:
     rules = StaticRules.parse({"rules": [{"paths": ["csrc/**"], "tests": ["kernels-A", "tests/kernels/**"]}]})
     assert rules.tests == {"kernels-A"}
+
+
+def test_only_a_test_id_can_be_among_patterns() -> None:
+    assert 1 not in Patterns(("tests/test_a.py",)) and "tests/test_a.py::t" in Patterns(("tests/test_a.py",))

@@ -515,6 +515,8 @@ def test_a_started_program_is_named_as_exec_finds_it(tmp_path: Path, monkeypatch
     assert spawns.resolve(b"./link", None, None) == str(tool)  # relative to ours
     assert spawns.resolve("tool", path, None) == str(tool)  # a bare name: through the child's PATH
     assert spawns.resolve("link", path, None) == "link"  # not found: as it was given
+    (tool.parent / "alias").symlink_to(tool)  # python3 -> python3.11 on PATH: the file it runs is the target
+    assert spawns.resolve("alias", path, None) == str(tool)
 
 
 def test_multiprocessings_resource_tracker_is_told_by_its_command_line() -> None:

@@ -223,14 +223,16 @@ def test_rules_walk_back_through_generated_generators(tmp_path: Path) -> None:
     assert rules.upstream([f"{tmp_path}/alias"])[0] == {"/src/tool.py.in", "/src/a.def"}
 
 
-def test_a_ninja_rule_s_implicit_inputs_are_inputs_of_what_it_makes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("generator", ["Ninja", "Ninja Multi-Config"])
+def test_a_ninja_rule_s_implicit_inputs_are_inputs_of_what_it_makes(tmp_path: Path, generator: str) -> None:
     """``add_custom_command(DEPENDS ...)`` is written as implicit inputs (after ``|``): the generator script
-    feeds the file as much as its explicit input does; order-only inputs (after ``||``) do not."""
+    feeds the file as much as its explicit input does; order-only inputs (after ``||``) do not. Either Ninja
+    generator writes them so."""
     (tmp_path / "build.ninja").write_text(
         "rule CUSTOM_COMMAND\n  command = x\n"
         "build gen/b.cu: CUSTOM_COMMAND /src/b.def | /src/gen_b.py /src/tables.h || order_only\n"
         "build gen/c.cu: CUSTOM_COMMAND | /src/gen_c.py\n")
-    rules = buildrules.read(tmp_path, "Ninja")
+    rules = buildrules.read(tmp_path, generator)
     assert rules.upstream([f"{tmp_path}/gen/b.cu"])[0] == {"/src/b.def", "/src/gen_b.py", "/src/tables.h"}
     assert rules.upstream([f"{tmp_path}/gen/c.cu"])[0] == {"/src/gen_c.py"}
 

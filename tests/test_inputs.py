@@ -189,3 +189,14 @@ def test_select_never_chooses_a_map_by_its_time(dist: Path, tmp_path: Path, caps
     assert "2 wheels" in captured.err and "name the one to read" in captured.err
     assert '"fallback": "map-unreadable"' in captured.out
 
+
+
+def test_a_file_of_any_name_is_a_map_except_where_binaries_are_taken(tmp_path: Path) -> None:
+    """``show base.map`` reads a map whatever its name; only ``size`` measures a file not named like a map."""
+    renamed = tmp_path / "base.map"
+    renamed.write_bytes(b"")
+    assert inputs.resolve(str(renamed)).kind == "map"
+    assert inputs.resolve(str(renamed), binaries=True).kind == "binary"
+    named = tmp_path / "kernel_symbol_map.json.gz"
+    named.write_bytes(b"")
+    assert inputs.resolve(str(named), binaries=True).kind == "map"

@@ -266,3 +266,12 @@ def test_a_parenthesis_inside_template_arguments_is_not_the_parameter_list() -> 
     """A character template argument demangles with a cast, ``fill<(char)65>``: the label keeps it."""
     assert full("_Z4fillILc65EEvPi") == "void fill<(char)65>(int*)"
     assert readable("_Z4fillILc65EEvPi") == "fill<(char)65>"
+
+
+def test_a_family_is_the_same_under_every_version_namespace() -> None:
+    """Two CUB or Thrust versions (a wheel built against each) name one family: query and size group by it."""
+    assert names.family("void cub::CUB_300001_SM_800::detail::reduce::DeviceReduceKernel<float, int>(float*, int)") \
+        == names.family("void cub::CUB_200800_SM_900::detail::reduce::DeviceReduceKernel<int, int>(int*, int)") \
+        == "cub::detail::reduce::DeviceReduceKernel"
+    assert names.family("void thrust::THRUST_300001_SM_800_NS::cuda_cub::core::_kernel_agent<int>(int)") \
+        == "thrust::cuda_cub::core::_kernel_agent"

@@ -251,6 +251,15 @@ def test_a_window_over_tests_this_merge_does_not_record_is_read_for_those_it_doe
     assert records[THIRD]["complete"] and records[THIRD]["kernels"] == [], records
 
 
+def test_a_step_record_holds_every_kernel_of_every_scope_of_every_process(tmp_path: Path) -> None:
+    """A CI step's record is the step's: whichever test or fixture of a process launched a kernel."""
+    _part(tmp_path, "root", "scope::", kernels={FIRST: ["_Z5firstv"], SECOND: ["_Z6secondv", "_Z5firstv"]})
+    _part(tmp_path, "child", "scope::", kernels={"scope::": ["_Z5childv"], THIRD: ["_Z5thirdv"]})
+    record = parts.step_record(tmp_path, "step", "c")
+    assert record["kernels"] == ["_Z5childv", "_Z5firstv", "_Z5thirdv", "_Z6secondv"], record
+    assert record["complete"] and record["processes"] == 2, record
+
+
 def test_a_step_record_names_libraries_only_where_every_process_could_say(tmp_path: Path) -> None:
     _part(tmp_path, "root", "scope::", kernels={FIRST: ["_Z5firstv"]})
     assert "libraries" not in parts.step_record(tmp_path, "step", "c")

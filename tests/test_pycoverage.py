@@ -270,12 +270,13 @@ def test_what_a_jit_ran_built_and_launched_goes_to_the_scope_it_ran_in(project: 
             cov.compiled(compile(frame.read_text(), str(frame), "exec"), [pkg.a.g.__code__])
         with cov.attributing("t2"):
             import pkg.frame  # the compiled frame runs again (its first line): g with it
+            cov.launched(pkg.a.f)  # launched again in a later test: that test's too
         with cov.attributing("t5"):
             pkg.frame.z()  # another line of the frame's file: not the frame
             cov.launched(json.dumps)  # a kernel named after a function outside the project
         """)
     assert result["jit_sources"] == {"t1": ["/opt/other/x.cu", "csrc/k.cu"]}, result
-    assert result["jit_kernels"] == {"t1": {"f": ["pkg/a.py:f"]},
+    assert result["jit_kernels"] == {"t1": {"f": ["pkg/a.py:f"]}, "t2": {"f": ["pkg/a.py:f"]},
                                      "t5": {"dumps": [f"{os.path.realpath(json.__file__)}:dumps"]}}, result
     names = _names(project, result["python"])
     assert names["t1"]["pkg/a.py"] == {"<module>", "f", "g"}, names  # a code object's lines start at its def

@@ -2,7 +2,8 @@
 build runs, and which changed files the recordings' Python coverage may decide.
 
 One small git checkout, made once, holds each way of importing or naming a file; the cases ask the tree
-(:class:`PythonTree`) about it directly. Decisions over a real recorded suite are tests/test_python_changes.py's.
+(:class:`PythonTree`) about it directly, or the decider with records written here. Decisions over a real
+recorded suite are tests/test_python_changes.py's.
 """
 
 from __future__ import annotations
@@ -67,6 +68,13 @@ def tree(checkout: tuple[Path, str]) -> PythonTree:
     return PythonTree(*checkout)
 
 
+def _clone(checkout: tuple[Path, str], tmp_path: Path) -> Path:
+    """A clone of the checkout's commit, for a pull request's changes."""
+    repo = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(checkout[0]), str(repo)], check=True)
+    return repo
+
+
 def test_test_files_are_pytest_s_default_python_files_only() -> None:
     assert is_test_file("tests/test_a.py") and is_test_file("a_test.py")
     assert not is_test_file("tests/test_data.json") and not is_test_file("tests/helpers.py")
@@ -116,17 +124,21 @@ def test_a_new_module_that_computes_imports_itself_does_not_make_the_checkout_dy
 def test_without_the_recordings_commit_a_staged_file_is_not_taken_to_have_existed(checkout: tuple[Path, str],
                                                                                  tmp_path: Path) -> None:
     """``git cat-file -e :path`` would ask the index: without a commit, whether a file is new cannot be told."""
-    repo = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(checkout[0]), str(repo)], check=True)
+    repo = _clone(checkout, tmp_path)
     (repo / "pkg" / "new.py").write_text("X = 1\n")
     git(repo, "add", "pkg/new.py")
     assert PythonTree(repo, "").existed("pkg/new.py") is None
     assert PythonTree(repo, checkout[1]).existed("pkg/new.py") is False
 
 
+def _record(test: str, ran: dict[str, frozenset[str]]) -> Recording:
+    """A test's complete record that it executed the blocks ``ran`` names (file -> digests)."""
+    return Recording(test, frozenset(), True, "", "x.jsonl:1", python=ran)
+
+
 def _ran(rel: str) -> Recording:
     """A test's record that it executed a block of ``rel``."""
-    return Recording("tests/test_x.py::test_x", frozenset(), True, "", "x.jsonl:1", python={rel: frozenset({"b"})})
+    return _record("tests/test_x.py::test_x", {rel: frozenset({"b"})})
 
 
 @pytest.mark.parametrize(("rel", "why"), [
@@ -137,10 +149,6 @@ def test_coverage_never_decides_a_conftest_or_a_file_that_is_not_python_though_a
         tree: PythonTree, rel: str, why: str) -> None:
     found = PythonDecider([_ran(rel)], tree).decide(rel)
     assert not found.known and found.why.startswith(why), found.why
-
-
-def _record(test: str, ran: dict[str, frozenset[str]]) -> Recording:
-    return Recording(test, frozenset(), True, "", "x.jsonl:1", python=ran)
 
 
 def _digests(text: str) -> frozenset[str]:
@@ -156,8 +164,7 @@ def test_a_test_that_ran_every_block_of_an_unchanged_file_is_not_reached_by_it(t
 
 def test_what_a_test_ran_that_changed_or_went_away_is_counted_and_named(checkout: tuple[Path, str],
                                                                        tmp_path: Path) -> None:
-    repo = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(checkout[0]), str(repo)], check=True)
+    repo = _clone(checkout, tmp_path)
     (repo / "pkg" / "loader.py").write_text("import importlib\n\n\ndef load(name):\n    return None\n")
     (repo / "tools" / "unused.py").unlink()
     ran = _digests(FILES["pkg/loader.py"])
@@ -173,8 +180,7 @@ def test_what_a_test_ran_that_changed_or_went_away_is_counted_and_named(checkout
 @pytest.mark.parametrize(("commit", "named"), [("", "(unknown)"), ("f" * 40, "f" * 40)])
 def test_a_new_file_git_cannot_date_names_the_recordings_commit(checkout: tuple[Path, str], tmp_path: Path,
                                                               commit: str, named: str) -> None:
-    repo = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(checkout[0]), str(repo)], check=True)
+    repo = _clone(checkout, tmp_path)
     (repo / "pkg" / "new.py").write_text("X = 1\n")
     found = PythonDecider([_record("t::x", {"pkg/fast.py": frozenset({"b"})})], PythonTree(repo, commit)) \
         .decide("pkg/new.py")

@@ -169,17 +169,22 @@ def git(repo: Path, *args: str) -> str:
                           check=True).stdout.strip()
 
 
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
-    where = tmp_path_factory.mktemp("pychanges")
-    repo = where / "repo"
-    for rel, text in FILES.items():
+def committed(repo: Path, files: dict[str, str]) -> str:
+    """A new git repository at ``repo`` whose one commit holds ``files`` (path -> text): that commit."""
+    for rel, text in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "base")
-    commit = git(repo, "rev-parse", "HEAD")
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
+    where = tmp_path_factory.mktemp("pychanges")
+    repo = where / "repo"
+    commit = committed(repo, FILES)
     shutil.copytree(repo / "pkg", where / "site" / "pkg")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_SYMBOL_MAP")}
     env["PYTHONPATH"] = os.pathsep.join([str(_cupti_package(where)), str(repo)])

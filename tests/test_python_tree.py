@@ -12,12 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_python_changes import committed, git
 
 from kernel_symbol_map.consumer.pythonfiles import PythonDecider, PythonTree, is_test_file
 from kernel_symbol_map.consumer.recordings import Recording
 from kernel_symbol_map.mapformat import pyblocks
 
-GIT = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 FILES = {
     # The checkout's top is a package too (some projects are): module names still start below it.
     "__init__.py": "from . import gen  # the root of the fast path\n",
@@ -46,21 +46,10 @@ FILES = {
 FAST_IMPORTERS = {"pkg/__init__.py": [1], "pkg/plain.py": [1], "pkg/several.py": [1], "pkg/by_path.py": [1]}
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *GIT, *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     repo = tmp_path_factory.mktemp("tree") / "repo"
-    for rel, text in FILES.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-    return repo, git(repo, "rev-parse", "HEAD")
+    return repo, committed(repo, FILES)
 
 
 @pytest.fixture

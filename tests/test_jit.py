@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -419,12 +420,14 @@ def test_the_plugin_records_which_function_a_jit_launched(suite: tuple[Path, str
     assert all(r.complete for t, r in by_test.items() if t != "test_triton")  # skipped where Triton is absent
 
 
-@pytest.mark.parametrize("external", [(), ("add_.*",), (".*_kernel",)])
+@pytest.mark.parametrize("external", [(), ("add_.*",), (".*_kernel",), ("nccl.*", "add_.*")])
 def test_a_jit_kernels_function_changed_runs_its_test_even_when_listed_external(
         suite: tuple[Path, str, list[recs.Recording]], external: tuple[str, ...]) -> None:
     found = _select(suite, {"pkg/kernels.py": ("return x + y", "return x - y")}, external=external)
     assert _runs(found) == {"test_source_jit"}, found.to_json()["decisions"]
     assert bool(found.notes) == bool(external) and all("decided by that function's" in n for n in found.notes)
+    noted = [n.split()[2].rstrip(",") for n in found.notes]  # "--external-kernels matches K, a kernel ..."
+    assert all(any(re.fullmatch(p, k) for p in external) for k in noted), found.notes  # only those it matches
 
 
 def test_a_jit_kernel_is_neither_unknown_nor_external(suite: tuple[Path, str, list[recs.Recording]]) -> None:

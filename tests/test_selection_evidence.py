@@ -407,3 +407,11 @@ def test_a_map_built_where_git_could_not_list_the_files_clears_no_test() -> None
     found = select(KernelMap(blind, where="blind.json"), _tests(), ["csrc/many.cu"])
     assert found.fallback == "tracked-files-unknown" and len(found.to_run) == len(found.decisions)
     assert found.fallback_why.startswith("blind.json was built where git could not list"), found.fallback_why
+
+
+def test_a_map_that_holds_no_evidence_is_named_by_where_it_was_read() -> None:
+    incomplete = {**base_map(), "incomplete": True}
+    found = select(KernelMap(incomplete, where="maps/shard1.json"), _tests(), ["csrc/many.cu"])
+    assert found.fallback == "map-incomplete" and found.fallback_why.startswith("maps/shard1.json holds no evidence")
+    found = select(KernelMap(incomplete), _tests(), ["csrc/many.cu"])
+    assert found.fallback_why.startswith("a map holds no evidence"), found.fallback_why

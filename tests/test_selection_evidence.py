@@ -415,3 +415,23 @@ def test_a_map_that_holds_no_evidence_is_named_by_where_it_was_read() -> None:
     assert found.fallback == "map-incomplete" and found.fallback_why.startswith("maps/shard1.json holds no evidence")
     found = select(KernelMap(incomplete), _tests(), ["csrc/many.cu"])
     assert found.fallback_why.startswith("a map holds no evidence"), found.fallback_why
+
+
+def test_a_subset_map_beside_a_whole_build_s_map_is_evidence() -> None:
+    """A shard built with --targets beside a whole build's map: together they cover every target."""
+    subset = document(ONE) | {"only_targets": ["ops"], "all_targets": ["ops", "other"]}
+    result = select([KernelMap(document(ONE)), KernelMap(subset)], RECORDED, ["csrc/a.cu"])
+    assert result.fallback is None and result.to_run == ["test_a"], result.fallback_why
+    result = select([KernelMap(subset)], RECORDED, ["csrc/a.cu"])
+    assert result.fallback == "map-subset" and "not other" in result.fallback_why
+
+
+def test_the_change_s_map_need_not_name_its_commit_and_the_recordings_maps_must() -> None:
+    """Output mode compares what the change's build emitted, of whatever commit; the base's commit is what the
+    recordings' evidence is of."""
+    new = base_map()
+    new["objects"][0]["digests"]["code"]["sm_80"][1] = "d1-new"
+    found = select(KernelMap({**new, "commit": ""}), _tests(), ["csrc/many.cu"], base=[KernelMap(base_map())])
+    assert found.mode == "output" and found.fallback is None and found.to_run == ["test_k1"], found.fallback_why
+    found = select(KernelMap(new), _tests(), ["csrc/many.cu"], base=[KernelMap({**base_map(), "commit": ""})])
+    assert found.fallback == "commit-mismatch" and found.fallback_why == "the maps' commit is unknown"

@@ -435,3 +435,16 @@ def test_the_change_s_map_need_not_name_its_commit_and_the_recordings_maps_must(
     assert found.mode == "output" and found.fallback is None and found.to_run == ["test_k1"], found.fallback_why
     found = select(KernelMap(new), _tests(), ["csrc/many.cu"], base=[KernelMap({**base_map(), "commit": ""})])
     assert found.fallback == "commit-mismatch" and found.fallback_why == "the maps' commit is unknown"
+
+
+def test_what_select_says_of_the_commits_and_of_each_file_the_map_decides() -> None:
+    found = select(KernelMap(base_map()), _tests(), ["csrc/many.cu"])
+    assert found.verdicts["csrc/many.cu"].tests == {"test_k0": "", "test_k1": "", "test_k2": ""}
+    assert found.to_json()["files"][0]["runs"] == 3
+    assert select(KernelMap(base_map()), [], ["csrc/many.cu"]).fallback is None  # no recording: nothing to decide
+    elsewhere = [Recording("test_k0", frozenset({"k0"}), True, "", "rec"),
+                 Recording("test_k1", frozenset({"k1"}), True, "b" * 40, "rec")]
+    found = select(KernelMap(base_map()), elsewhere, ["csrc/many.cu"])
+    assert found.fallback_why == f"the map is of {BASE}, every recording of (unknown), {'b' * 40}", found.fallback_why
+    blind = select(KernelMap({**base_map(), "tracked_files_unknown": True}), _tests(), ["csrc/many.cu"])
+    assert blind.fallback_why.startswith("a map was built where git could not list"), blind.fallback_why

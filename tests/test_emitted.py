@@ -310,7 +310,10 @@ def test_a_file_no_object_compiles_decides_as_in_source_mode() -> None:
     assert _select(new, ["tests/test_ops.py"]).fallback == "file-not-in-map"
     assert _select(new, ["CMakeLists.txt"]).fallback == "configure-input"
     new["objects"].append(_object("csrc/added.cu", ["n0"], [], "h-added", ["n0d"]))
-    assert _select(new, ["csrc/added.cu"]).to_run == []  # known to the change's build: its output decides
+    s = _select(new, ["csrc/added.cu", "csrc/many.cu"])
+    assert s.to_run == []  # known to the change's build: its output decides
+    assert [(f["path"], f["status"]) for f in s.to_json()["files"]] == [("csrc/added.cu", "kernels"),
+                                                                         ("csrc/many.cu", "kernels")]
 
 
 def test_a_base_map_without_digests_falls_back_to_source_mode_and_says_so() -> None:

@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
+from kernel_symbol_map.consumer.emitted import Emitted
 from kernel_symbol_map.consumer.kernelmap import KernelMap
 from kernel_symbol_map.consumer.recordings import Recording
+from kernel_symbol_map.consumer.rules import StaticRules
 from kernel_symbol_map.consumer.selection import Options, select
 from kernel_symbol_map.mapformat import digests as map_digests
 
@@ -57,10 +59,12 @@ def _tests() -> list[Recording]:
         [Recording("test_host", frozenset(), True, BASE, "rec")]
 
 
-def _select(new: dict[str, Any], changed: list[str], base: dict[str, Any] | None = None, **options: Any):
-    """Output mode; the change's build is of another commit (a pull request's), as in CI."""
+def _select(new: dict[str, Any], changed: list[str], base: dict[str, Any] | None = None,
+            tests: list[Recording] | None = None, **options: Any):
+    """Output mode over ``tests`` (default :func:`_tests`); the change's build is of another commit (a pull
+    request's), as in CI."""
     new = {**new, "commit": new["commit"] if new["commit"] != BASE else "c" * 40}
-    return select(KernelMap(new), _tests(), changed, options=Options(**options),
+    return select(KernelMap(new), _tests() if tests is None else tests, changed, options=Options(**options),
                   base=[KernelMap(base or base_map())])
 
 
@@ -251,13 +255,11 @@ def test_a_kernel_named_by_its_folder_that_did_not_change_is_not_taken_for_added
         return _map([_object("csrc/many.cu", [named(unit), "k1"], [], "h-many", ["d0", k1])])
     tests = [Recording("test_k0", frozenset({named("1a2b3c4d")}), True, BASE, "rec"),
              Recording("test_k1", frozenset({"k1"}), True, BASE, "rec")]
-    s = select(KernelMap({**build("5e6f7a8b", "d1-new"), "commit": "c" * 40}), tests, ["csrc/many.cu"],
-               base=[KernelMap(build("1a2b3c4d", "d1"))])
+    s = _select(build("5e6f7a8b", "d1-new"), ["csrc/many.cu"], base=build("1a2b3c4d", "d1"), tests=tests)
     assert s.mode == "output" and s.to_run == ["test_k1"], (s.to_run, s.emitted.kernels if s.emitted else None)
 
 
 def test_what_the_comparison_found_is_summed_up_by_kind() -> None:
-    from kernel_symbol_map.consumer.emitted import Emitted
     found = Emitted({"a": "changed (sm_80)", "b": "added", "c": "removed", "d": "added"}, compared=9,
                     linked={"e": "relocatable code of dev differs"})
     assert found.summary() == ("4 of 9 kernels' device code differs (1 changed, 2 added, 1 removed); 0 objects' "
@@ -541,11 +543,9 @@ def test_a_configure_input_only_the_changes_build_reads_runs_everything() -> Non
 def test_a_file_the_builds_decide_keeps_the_rules_from_deciding_alone() -> None:
     """many.cu is compiled, and compiled alike; the rules decide only docs/a.md (no test). Evidence still
     decides: a test with an incomplete recording runs, as it does when only many.cu changes."""
-    from kernel_symbol_map.consumer.rules import StaticRules
     rules = StaticRules.parse({"rules": [{"paths": ["docs/**"], "tests": []}]})
     tests = [*_tests(), Recording("test_cut", frozenset(), False, BASE, "rec", why_incomplete="it timed out")]
-    s = select(KernelMap({**base_map(), "commit": "c" * 40}), tests, ["csrc/many.cu", "docs/a.md"],
-               options=Options(rules=rules), base=[KernelMap(base_map())])
+    s = _select(base_map(), ["csrc/many.cu", "docs/a.md"], tests=tests, rules=rules)
     assert s.mode == "output" and s.to_run == ["test_cut"], (s.to_run, s.decisions)
     assert s.verdicts["csrc/many.cu"].by == "emitted" and s.verdicts["docs/a.md"].by == "rules"
 
@@ -562,9 +562,7 @@ def test_changed_host_code_reaches_the_tests_that_loaded_its_library() -> None:
     tests = [Recording(f"test_{k}", frozenset({k}) if k != "host" else frozenset(), True, BASE, "rec",
                        libraries=frozenset(loaded.get(f"test_{k}", {"libops.so"})))
              for k in ("k0", "k1", "k2", "o0", "host")]
-    s = select(KernelMap({**build("h-bind-2"), "commit": "c" * 40}), tests, ["csrc/bind.cpp"],
-               base=[KernelMap(build("h-bind"))])
+    s = _select(build("h-bind-2"), ["csrc/bind.cpp"], base=build("h-bind"), tests=tests)
     assert s.mode == "output" and s.fallback is None and s.to_run == ["test_host", "test_k0"], (s.to_run, s.fallback_why)
-    s = select(KernelMap({**build("h-bind-2"), "commit": "c" * 40}), tests, ["csrc/bind.cpp"],
-               options=Options(host_scope="kernels"), base=[KernelMap(build("h-bind"))])
+    s = _select(build("h-bind-2"), ["csrc/bind.cpp"], base=build("h-bind"), tests=tests, host_scope="kernels")
     assert s.fallback == "host-changed" and len(s.to_run) == 5, (s.fallback, s.to_run)

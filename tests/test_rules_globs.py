@@ -15,6 +15,7 @@ import warnings
 import pytest
 
 from kernel_symbol_map.consumer.rules import Patterns, StaticRules
+from kernel_symbol_map.errors import KernelSymbolMapError
 
 # (glob, path, matched)
 GLOBS = [
@@ -73,8 +74,6 @@ def test_a_test_pattern_glob_matches_test_files_the_same_way(glob: str, path: st
 
 
 def test_a_bad_glob_is_one_error_naming_it(tmp_path) -> None:
-    from kernel_symbol_map.errors import KernelSymbolMapError
-
     bad = tmp_path / "rules.json"
     bad.write_text('{"rules": [{"paths": ["csrc/[z-a].cu"], "tests": []}]}')
     with pytest.raises(KernelSymbolMapError, match=r"rules\[0\]: bad glob 'csrc/\[z-a\]\.cu'"):
@@ -83,8 +82,6 @@ def test_a_bad_glob_is_one_error_naming_it(tmp_path) -> None:
 
 def test_a_rule_with_a_key_of_its_own_is_refused(tmp_path) -> None:
     """A misspelt or invented key (an "exclude") would be ignored, and the rule mean less than it says."""
-    from kernel_symbol_map.errors import KernelSymbolMapError
-
     with pytest.raises(KernelSymbolMapError, match=r'rules\[0\] must have exactly "paths" and "tests"'):
         StaticRules.parse({"rules": [{"paths": ["csrc/**"], "tests": [], "exclude": ["csrc/a.cu"]}]})
 
@@ -121,16 +118,12 @@ def test_a_file_several_rules_match_gets_every_rule_s_tests() -> None:
 def test_a_rules_file_of_another_shape_is_one_error_naming_where(data: object, message: str) -> None:
     """Read loosely, a rules file could decide files it was never meant to (a rule with no paths, a test
     list that is one string): every departure from the shape is refused."""
-    from kernel_symbol_map.errors import KernelSymbolMapError
-
     with pytest.raises(KernelSymbolMapError, match=message):
         StaticRules.parse(data, "ci/rules.json")
     assert StaticRules.parse({"rules": [{"paths": ["a"], "tests": []}]}).rules == ((("a",), ()),)
 
 
 def test_a_rules_file_that_is_not_json_is_one_error(tmp_path) -> None:
-    from kernel_symbol_map.errors import KernelSymbolMapError
-
     bad = tmp_path / "rules.json"
     bad.write_text("{rules")
     with pytest.raises(KernelSymbolMapError, match="rules.json: not a rules file"):

@@ -17,9 +17,18 @@ from test_emitted import BASE, _tests, base_map
 from test_selection_safety import git
 
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer.kernelmap import KernelMap
-from kernel_symbol_map.consumer.recordings import Recording
-from kernel_symbol_map.consumer.selection import COMMIT_MISMATCH, EVIDENCE_FALLBACKS, Options, StaticRules, select
+from kernel_symbol_map.consumer.kernelmap import KernelMap, Reach
+from kernel_symbol_map.consumer.recordings import Recording, Unreadable
+from kernel_symbol_map.consumer.selection import (
+    COMMIT_MISMATCH,
+    EVIDENCE_FALLBACKS,
+    Decision,
+    Options,
+    Selection,
+    StaticRules,
+    Verdict,
+    select,
+)
 from kernel_symbol_map.errors import KernelSymbolMapError
 
 ONE, TWO = "1" * 40, "2" * 40  # two commits, full SHAs
@@ -340,8 +349,6 @@ def test_rules_that_decide_every_changed_file_leave_what_the_builds_emitted_to_t
 # -- what a selection says of itself ---------------------------------------------------------------------------
 
 def test_a_selection_s_last_line_says_what_runs_and_why() -> None:
-    from kernel_symbol_map.consumer.selection import Decision, Selection, Verdict
-
     def decisions(*run: bool) -> list[Decision]:
         return [Decision(f"t{i}", r, "launched" if r else "not-reached", "") for i, r in enumerate(run)]
     everything = {p: Verdict(p, "everything", "") for p in ("a.md", "b.md", "c.md", "d.md")}
@@ -367,9 +374,6 @@ def test_a_selection_s_last_line_says_what_runs_and_why() -> None:
 
 
 def test_a_selection_s_json_says_per_file_how_many_tests_each_file_runs() -> None:
-    from kernel_symbol_map.consumer.kernelmap import Reach
-    from kernel_symbol_map.consumer.selection import Decision, Selection, Verdict
-
     files = [Reach("a.cu", "kernels", frozenset({"k"})), Reach("b.py", "not-in-map", frozenset()),
              Reach("c.md", "not-in-map", frozenset()), Reach("d.cu", "kernels", frozenset({"k", "j"}))]
     verdicts = {"a.cu": Verdict("a.cu", "map", "m", {"t0": ""}), "b.py": Verdict("b.py", "python", "p", {}),
@@ -392,7 +396,6 @@ def test_rules_given_beside_options_are_the_rules_select_uses() -> None:
 
 
 def test_an_unreadable_recording_that_cannot_name_its_tests_runs_everything_and_says_so_in_json() -> None:
-    from kernel_symbol_map.consumer.recordings import Unreadable
     found = select(KernelMap(base_map()), _tests(), ["csrc/many.cu"],
                    unreadable=[Unreadable(Path("rec/cut.jsonl"), "rec/cut.jsonl: cut short", frozenset({"test_k0"})),
                                Unreadable(Path("rec/bad.jsonl"), "rec/bad.jsonl: not JSON", None)])
@@ -407,6 +410,8 @@ def test_a_map_built_where_git_could_not_list_the_files_clears_no_test() -> None
     found = select(KernelMap(blind, where="blind.json"), _tests(), ["csrc/many.cu"])
     assert found.fallback == "tracked-files-unknown" and len(found.to_run) == len(found.decisions)
     assert found.fallback_why.startswith("blind.json was built where git could not list"), found.fallback_why
+    found = select(KernelMap(blind), _tests(), ["csrc/many.cu"])
+    assert found.fallback_why.startswith("a map was built where git could not list"), found.fallback_why
 
 
 def test_a_map_that_holds_no_evidence_is_named_by_where_it_was_read() -> None:
@@ -446,5 +451,3 @@ def test_what_select_says_of_the_commits_and_of_each_file_the_map_decides() -> N
                  Recording("test_k1", frozenset({"k1"}), True, "b" * 40, "rec")]
     found = select(KernelMap(base_map()), elsewhere, ["csrc/many.cu"])
     assert found.fallback_why == f"the map is of {BASE}, every recording of (unknown), {'b' * 40}", found.fallback_why
-    blind = select(KernelMap({**base_map(), "tracked_files_unknown": True}), _tests(), ["csrc/many.cu"])
-    assert blind.fallback_why.startswith("a map was built where git could not list"), blind.fallback_why

@@ -1776,7 +1776,7 @@ MUTANTS = [
            "recorder/pycoverage.py", "            line for _, _, line in code.co_lines() if line is not None)", "            line for _, _, line in code.co_lines())",
            ("tests/test_pycoverage.py::test_what_a_jit_ran_built_and_launched_goes_to_the_scope_it_ran_in",)),
     Mutant("41.W106", "a package's __init__.py that the build runs resolves its relative imports against its parent",
-           "consumer/pythonfiles.py", "        package = module if posixpath.basename(rel) == \"__init__.py\" else module.rpartition(\".\")[0]", "        package = module.rpartition(\".\")[0]",
+           "consumer/pythonfiles.py", "        return module if posixpath.basename(rel) == \"__init__.py\" else module.rpartition(\".\")[0]", "        return module.rpartition(\".\")[0]",
            ("tests/test_python_tree.py::test_what_the_build_runs_is_what_setup_py_imports_or_names_and_what_cmake_names",)),
     Mutant("41.W107", "a script a CMake file names at the top of the checkout is not the build's",
            "consumer/pythonfiles.py", "if tail and (rel == tail or rel.endswith(\"/\" + tail))]", "if tail and (rel.endswith(\"/\" + tail))]",

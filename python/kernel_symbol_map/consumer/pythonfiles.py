@@ -125,6 +125,12 @@ class PythonTree:
             modules[rel] = self._module(rel)
         return modules[rel]
 
+    def package(self, rel: str) -> str:
+        """The package ``rel``'s relative imports start from: itself for an ``__init__.py``, else the one
+        holding it ("" at the top)."""
+        module = self.module(rel) or ""
+        return module if posixpath.basename(rel) == "__init__.py" else module.rpartition(".")[0]
+
     def _module(self, rel: str) -> str | None:
         assert self.top is not None
         parts = rel[:-3].split("/")
@@ -176,8 +182,7 @@ class PythonTree:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return []
         names, paths = set(), set()
-        module = self.module(rel) or ""
-        package = module if posixpath.basename(rel) == "__init__.py" else module.rpartition(".")[0]
+        package = self.package(rel)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names |= {a.name for a in node.names}
@@ -214,19 +219,19 @@ class PythonTree:
             text = self.text(other)
             if last not in text:
                 continue
-            lines = _imports(text, self.module(other) or "", other.endswith("/__init__.py"), module, rel)
+            lines = _imports(text, self.package(other), module, rel)
             if lines:
                 found[other] = lines
         return found
 
 
-def _imports(text: str, importer: str, is_package: bool, module: str, rel: str) -> list[int]:
-    """The lines of ``text`` that import or name ``module``; [0] when it does not parse (it may, anywhere)."""
+def _imports(text: str, package: str, module: str, rel: str) -> list[int]:
+    """The lines of ``text`` (whose relative imports start from ``package``) that import or name ``module``; [0]
+    when it does not parse (it may, anywhere)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return [0]
-    package = importer if is_package else importer.rpartition(".")[0]
     parent = module.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):

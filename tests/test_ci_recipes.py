@@ -429,7 +429,7 @@ def digest_map(path: Path, commit: str, *, code: dict[str, str] | None = None, h
          "symbols": [], "deps": [BIND, "csrc/act.cuh"], "digests": {"covers": {"host": "digested", "kernels": 0}, "host": host_only}},
     ]
     doc = {"version": 1, "commit": commit, "cuda": "13.0", "generated_at": "", "build_dirs": ["$BUILD"],
-           "incomplete": False, "errors": [], "stats": {}, "backend": "cuda", "digests": 3,
+           "incomplete": False, "errors": [], "stats": {}, "backend": "cuda", "digests": 4,
            "toolchain": {"CUDA": toolchain, "CXX": "GNU 12.2.0"}, "configure_inputs": ["CMakeLists.txt"],
            "objects": objects}
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,8 @@ thing; the digests must change for exactly the kernels the change can reach
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -329,7 +331,7 @@ def test_hip_code_objects_are_digested_whole(hip_corpus: dict[str, Path]) -> Non
     assert _read_and_measure(read_kernels, hip_corpus["clang_rdc.o"])[2]["relocatable"]  # linked elsewhere
 
 
-# What scheme 3 gives for committed objects (tests/data/fuzz/objects): a change to how any digest is taken
+# What scheme 4 gives for committed objects (tests/data/fuzz/objects): a change to how any digest is taken
 # changes these, and must bump mapformat.digests.SCHEME, or a base map of the old definition would be
 # compared with a new one and every kernel would look changed.
 PINNED = {
@@ -338,10 +340,13 @@ PINNED = {
     'cuda_rdc.o': {'covers': {'host': 'digested', 'kernels': 1}, 'host': '9a9eea662a6d9c9d', 'code': {'sm_80': ['31bf404c22ac52b3']}, 'relocatable': {'sm_80': '4d026057766c6d5f'}},
     'hip.o': {'covers': {'host': 'digested', 'kernels': 3}, 'host': 'e1852b77f94bf77c', 'code': {'gfx90a': ['985501757dc7e861', '985501757dc7e861', '985501757dc7e861']}, 'whole': ['gfx90a']},
 }
+# ...and the host parts' (each object's host_parts, as sorted JSON, hashed)
+PINNED_PARTS = {'cuda.o': '3c7af6f19e985e45', 'cuda_ptx.o': '0beea8082f8bfb23', 'cuda_rdc.o': 'b59227c366cf70ee', 'hip.o': '3f0a4661ac28af04'}
 
 
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_the_digest_scheme_is_pinned(name: str) -> None:
     _, _, packed = _read_and_measure(read_kernels, Path(__file__).parent / "data" / "fuzz" / "objects" / name)
-    assert map_digests.SCHEME == 3 and packed == PINNED[name], \
+    parts = hashlib.blake2b(json.dumps(packed.pop("host_parts"), sort_keys=True).encode(), digest_size=8).hexdigest()
+    assert map_digests.SCHEME == 4 and packed == PINNED[name] and parts == PINNED_PARTS[name], \
         "a digest's definition changed: bump mapformat.digests.SCHEME and update PINNED"

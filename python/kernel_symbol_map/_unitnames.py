@@ -65,3 +65,19 @@ def unmasked(names: dict[str, str], unit: bytes | None) -> dict[str, str]:
         return names
     text = unit.decode()
     return {_MASKED.sub(text, name): digest for name, digest in names.items()}
+
+
+_TMPXFT = regex.compile(r"tmpxft_[0-9a-fx]{8}_[0-9a-fx]{8}")  # as nvcc names it, or as a map masked it
+# GCC's copies of one function: its cold part, constant-propagated and scalar-replaced clones, a part split
+# off. Each is the function's code, and their numbers may differ between two builds.
+_CLONE = regex.compile(r"(?:\.(?:cold|constprop|isra|part|lto_priv|localalias|specialized|clone)(?:\.\d+)*)+$")
+
+
+def host_function(name: str) -> str:
+    """A host function's name as any build of the same code names it: nvcc's unit hash and temporary file
+    name masked, and a GCC clone's suffix (``.constprop.0``, ``.cold``) dropped, so that a function and its
+    clones are one."""
+    name = _CLONE.sub("", name)
+    if "tmpxft_" in name:
+        name = _TMPXFT.sub("tmpxft", name)
+    return spelled(name)

@@ -3,7 +3,9 @@
 "changed" (issue 27) is cccl's SASS-diff question answered from two maps: the
 kernels whose device code differs in some architecture, by the maps' digests.
 Maps without digests (or of two schemes, or by other compilers) say so and list
-no changed kernels.
+no changed kernels. ``host`` lists the objects whose host code differs and,
+where both maps split it by function, the host functions that differ, by
+their demangled names (``--json`` adds the mangled ones).
 
 Two maps are of one project when they share a target or a source: the map
 names no project, and a diff of two projects' maps would list every kernel as
@@ -25,7 +27,8 @@ if TYPE_CHECKING:
     from ..consumer.kernelmap import KernelMap
 
 # 2: "added" and "removed" name each kernel's sources ({"symbol", "sources"}), not the bare name.
-# Added since (issue 27): "changed" (device code differs, by digests), "changed_unknown" (why it cannot be told).
+# Added since: "changed" (device code differs, by digests), "changed_unknown" (why it cannot be told), "host"
+# (objects whose host code differs: {"object", "target", "source", "how", "functions", "also"}).
 JSON_SCHEMA = "kernel-symbol-map/diff/2"
 
 
@@ -61,6 +64,7 @@ def _sources(kmap: KernelMap) -> tuple[dict[str, set[str]], dict[str, str]]:
 
 def compare(old: KernelMap, new: KernelMap) -> dict[str, Any]:
     from ..consumer import emitted
+    from ..consumer.names import full
 
     (a, old_names), (b, new_names) = _sources(old), _sources(new)
     why = emitted.unusable([old], [new])
@@ -77,6 +81,9 @@ def compare(old: KernelMap, new: KernelMap) -> dict[str, Any]:
         "changed": [{"symbol": new_names[c], "sources": sorted(b[c]), "how": how}
                     for c, how in sorted(changed.items())],
         "changed_unknown": why[1] if why else "",
+        "host": [{"object": h.object, "target": h.target, "source": h.source, "how": h.how,
+                  "functions": [{"symbol": n, "name": full(n), "how": how} for n, how in h.functions.items()],
+                  "also": h.whole} for h in (found.hosts if found else ())],
     }
 
 
@@ -111,7 +118,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"* {c['symbol']} ({', '.join(c['sources'])}): device code {c['how']}")
     if result["changed_unknown"]:
         print(f"changed kernels cannot be told: {result['changed_unknown']}")
+    for h in result["host"]:
+        also = f"; {h['also']}" if h["also"] else ""
+        print(f"# {h['object']} ({h['source']}): host code {h['how']}{also}")
+        for f in h["functions"]:
+            print(f"    {f['how']}: {f['name']}")
     total = sum(len(result[k]) for k in ("added", "removed", "moved", "changed"))
+    functions = sum(len(h["functions"]) for h in result["host"])
     print(f"{len(result['added'])} added, {len(result['removed'])} removed, {len(result['moved'])} moved, "
-          f"{len(result['changed'])} changed ({plural(total, 'kernel')})")
+          f"{len(result['changed'])} changed ({plural(total, 'kernel')}); host code of "
+          f"{plural(len(result['host']), 'object')} differs ({plural(functions, 'function')})")
     return EXIT_OK

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..consumer.selection import Selection
 
 JSON_SCHEMA = "kernel-symbol-map/selection/1"
-HOST_SCOPES = ("libraries", "kernels")  # consumer.hostscope.SCOPES, spelled here: parsing loads no consumer
+HOST_SCOPES = ("functions", "libraries", "kernels")  # consumer.hostscope.SCOPES, spelled here: parsing loads no consumer
 # A mangled kernel name inside an explanation (an Itanium name; not ending in a sentence's full stop).
 MANGLED = re.compile(r"\b_Z[\w$.]*[\w$]")
 
@@ -72,11 +72,13 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="conservative: a changed file reaches every test that launched any kernel of "
                    "its CMake targets (host code in .cu files called without launching its kernels)")
     p.add_argument("--host-scope", choices=HOST_SCOPES, default=HOST_SCOPES[0],
-                   help="with --base-map, which tests a changed object's host code reaches: 'libraries' "
-                   "(default) every test whose recording lists a library or executable it is linked into, "
-                   "and every test if none does; 'kernels' only the tests that launched the object's own "
-                   "kernels (limit: skips a test that called its host code and launched another object's "
-                   "kernel), every test for an object with none")
+                   help="with --base-map, which tests a changed object's host code reaches: 'functions' "
+                   "(default) where both maps split it by function and only functions changed, the tests whose "
+                   "recording lists one of them as run (host_functions, from a build with host coverage), and "
+                   "otherwise as 'libraries'; 'libraries' every test whose recording lists a library or "
+                   "executable it is linked into, and every test if none does; 'kernels' only the tests that "
+                   "launched the object's own kernels (limit: skips a test that called its host code and "
+                   "launched another object's kernel), every test for an object with none")
     p.add_argument("--external-kernels", action="append", default=[], metavar="REGEX",
                    help="kernels that come from outside the project: a regex that must match a whole "
                    "mangled name (e.g. '_ZN2at6native.*|.*cublas.*'); a recording may name them without "

@@ -8,7 +8,11 @@ appeared in or went away from an object (a kernel that moves between files
 changed; an object's kernels are matched by the names they have in any folder,
 nvcc's hash of the file's path in an anonymous namespace's name masked). An
 object's *host changed* when its host digest differs, or the
-object is in one build only. Relocatable device code (``-rdc``, ``-fgpu-rdc``)
+object is in one build only. Where both builds split its host code by parts
+(``host_parts``), the change says which: the functions whose digests differ
+(by the name any build gives them, :func:`.._unitnames.host_function`), and
+whether its data or a static initialiser differs; where they do not, or the
+parts explain nothing of the difference, it is ``whole``. Relocatable device code (``-rdc``, ``-fgpu-rdc``)
 that differs reaches every kernel of relocatable code in its target and the
 targets linked to it, either way: its device functions are linked into them
 where no map may see the link.
@@ -43,6 +47,11 @@ class HostChange:
     source: str
     how: str  # "changed", "added" or "removed"
     kernels: frozenset[str]  # the object's kernels, in either build
+    # Which parts differ (where both builds split the host code): function (by unitnames.host_function) ->
+    # "changed", "added" or "removed"; and what else differs, "" when nothing else: "data", "static
+    # initialiser <name>", or why the object is compared whole.
+    functions: dict[str, str] = field(default_factory=dict)
+    whole: str = "its host code is not split into functions in both builds"
 
 
 @dataclass
@@ -113,8 +122,10 @@ def compare(base: Sequence[KernelMap], new: Sequence[KernelMap]) -> Emitted:
                     found.kernels.setdefault(side[kernel][0], how)
         if a is None or b is None or a.host != b.host:
             how = "added" if a is None else "removed" if b is None else "changed"
+            functions, whole = _parts(a, b)
             found.hosts.append(HostChange(key[1], key[0], (b or a).source, how,  # type: ignore[union-attr]
-                                          frozenset(a.kernels if a else ()) | frozenset(b.kernels if b else ())))
+                                          frozenset(a.kernels if a else ()) | frozenset(b.kernels if b else ()),
+                                          functions, whole))
         if (a.relocatable if a else {}) != (b.relocatable if b else {}):
             relocated.add(key[0])
     if relocated:
@@ -134,6 +145,35 @@ class _Object:
     host: str | None
     kernels: dict[str, frozenset[tuple[str, str]]]  # kernel -> its (architecture, digest) pairs
     relocatable: dict[str, str]
+    parts: map_digests.HostParts | None = None
+
+
+def _parts(a: _Object | None, b: _Object | None) -> tuple[dict[str, str], str]:
+    """Which host functions differ between ``a`` and ``b`` (by the name any build gives them), and what else
+    does ("" when nothing else does)."""
+    if a is None or b is None:
+        return {}, f"the object is in the {'change' if a is None else 'base'} only"
+    if a.parts is None or b.parts is None:
+        return {}, f"its host code is not split into functions in the {'base' if a.parts is None else 'change'}"
+    before, after = _functions(a.parts), _functions(b.parts)
+    functions = {n: "added" if n not in before else "removed" if n not in after else "changed"
+                 for n in sorted(before.keys() | after.keys()) if before.get(n) != after.get(n)}
+    init = {unitnames.host_function(n) for n in a.parts.init | b.parts.init}
+    if a.parts.data != b.parts.data:
+        return functions, "data"
+    if functions.keys() & init:
+        return functions, f"static initialiser {sorted(functions.keys() & init)[0]}"
+    if not functions:
+        return functions, "its host code differs outside its functions and data"
+    return functions, ""
+
+
+def _functions(parts: map_digests.HostParts) -> dict[str, frozenset[str]]:
+    """Function (by the name any build gives it) -> the digests of its code and its clones' code."""
+    found: dict[str, set[str]] = {}
+    for name, digest in parts.functions.items():
+        found.setdefault(unitnames.host_function(name), set()).add(digest)
+    return {n: frozenset(d) for n, d in found.items()}
 
 
 def _by_unit(o: _Object | None) -> dict[str, tuple[str, frozenset[tuple[str, str]]]]:
@@ -156,9 +196,9 @@ def _objects(kmaps: Sequence[KernelMap]) -> dict[tuple[str, str], _Object]:
             if digests["covers"].get("host") == map_digests.PRECOMPILED_HEADER:
                 continue
             table = map_digests.kernel_digests(o["symbols"], digests, f"{m.where}: objects[{i}]")
-            found[(o["target"], o["object"])] = _Object(o["source"], digests.get("host"),
-                                                        {k: frozenset(a.items()) for k, a in table.items()},
-                                                        dict(digests.get("relocatable") or {}))
+            found[(o["target"], o["object"])] = _Object(
+                o["source"], digests.get("host"), {k: frozenset(a.items()) for k, a in table.items()},
+                dict(digests.get("relocatable") or {}), map_digests.host_parts(digests, f"{m.where}: objects[{i}]"))
     return found
 
 

@@ -29,6 +29,19 @@ When the map does not know the object's files (a tree read without a
 file-API reply, a target nothing links), an object with kernels keeps the
 narrower rule below, and one without runs every test.
 
+By default (``--host-scope functions``) a host change is narrower still where
+it can be: when both builds split the object's host code by function (the
+map's ``host_parts``) and only functions differ, a test that loaded one of its
+files is reached only if its recording lists one of those functions as run
+in that file (``host_functions``, recorded from a build with host coverage).
+A test whose recording has no ``host_functions``, or lists none for that file
+(the file was not built with host coverage), is reached as above, as is every
+test that loaded a file when the object's data or a static initialiser
+differs (they run in every process that loads it), or the object is compared
+whole. A changed function no recording lists was run by no recorded test.
+
+``--host-scope libraries`` keeps the library rule above for every test.
+
 ``--host-scope kernels`` is the narrower rule: only the tests that launched the
 object's own kernels, and every test for an object with none. It skips a test
 that called the object's host code and launched another object's kernel.
@@ -50,12 +63,14 @@ import regex
 from .._unitnames import spelled as _spelled
 from .emitted import HostChange
 from .kernelmap import KernelMap
+from .names import full
 from .recordings import Recording
 from .rules import Patterns, StaticRules
 
-LIBRARIES, KERNELS = "libraries", "kernels"
-SCOPES = (LIBRARIES, KERNELS)
+FUNCTIONS, LIBRARIES, KERNELS = "functions", "libraries", "kernels"
+SCOPES = (FUNCTIONS, LIBRARIES, KERNELS)
 LOADED = "loaded"  # a decision's reason: its recording lists a file the changed host code went into
+RAN = "ran"  # a decision's reason: its recording lists a changed host function as run
 _VERSION = regex.compile(r"(\.so)(?:\.\d+)+$")  # libggml.so.0.21.0 -> libggml.so
 
 
@@ -79,7 +94,7 @@ class HostScope:
     """Host changes -> the tests they reach, from the maps' ``artefacts`` and the recordings' ``libraries``."""
 
     def __init__(self, kmaps: Sequence[KernelMap], tests: Sequence[str], recordings: Sequence[Recording],
-                 scope: str = LIBRARIES, rules: StaticRules | None = None,
+                 scope: str = FUNCTIONS, rules: StaticRules | None = None,
                  canonical: Callable[[str], str] | None = None, changed: Sequence[str] = ()) -> None:
         self.scope, self.tests = scope, tests
         self.rules, self.canonical = rules, canonical
@@ -103,6 +118,8 @@ class HostScope:
             self.artefacts = {t: frozenset(names) for t, names in merged.items()}
         self.loaded = {r.test: None if r.libraries is None else {stem(n): n for n in r.libraries} for r in recordings}
         self.launched = {r.test: r.kernels for r in recordings}
+        self.ran = {r.test: None if r.host_functions is None else
+                    {stem(lib): names for lib, names in r.host_functions.items()} for r in recordings}
         self.kmaps = kmaps
         self._where: dict[str, set[str]] | None = None
 
@@ -149,6 +166,7 @@ class HostScope:
                 return HostReach(everything=f"{what}, and it has no kernels: any test may call it{unknown}")
             return HostReach(kernels=change.kernels)
         names = frozenset(stem(f) for f in files)
+        narrow = self.scope == FUNCTIONS and not change.whole
         found: dict[str, tuple[str, str]] = {}
         listing = matched = False
         renamed = ""
@@ -157,13 +175,18 @@ class HostScope:
                 if not change.kernels:
                     found[test] = (LOADED, f"{what}; its recording lists no libraries, and the object has no "
                                    "kernels")
+                elif narrow and (launched := sorted(change.kernels & self.launched[test])):
+                    found[test] = (LOADED, f"{what}; its recording lists no libraries, and it launched "
+                                   f"{launched[0]}, a kernel of that object")
                 continue
             listing = True
             hit = sorted(loaded[n] for n in names & loaded.keys())
             if hit:
                 matched = True
-                found[test] = (LOADED, f"it loaded {hit[0]}, which holds {change.object}, whose host code "
-                               f"{change.how}")
+                why = self._ran(test, sorted(names & loaded.keys()), change) if narrow else \
+                    (LOADED, f"it loaded {hit[0]}, which holds {change.object}, whose host code {change.how}")
+                if why is not None:
+                    found[test] = why
             elif not renamed and self.copy_shown(test, names):
                 renamed = test
         if listing and not matched:
@@ -174,5 +197,22 @@ class HostScope:
                              f"{', '.join(sorted(files))} without listing a file that holds them: it loaded a copy "
                              "under another name (an install rule's RENAME), which a test that launched none may "
                              "have loaded too")
-        return HostReach(kernels=change.kernels, tests=found)
+        return HostReach(kernels=frozenset() if narrow else change.kernels, tests=found)
 
+    def _ran(self, test: str, stems: list[str], change: HostChange) -> tuple[str, str] | None:
+        """Why ``test``, which loaded the files ``stems`` of ``change``'s object, is reached when only some of
+        the object's functions changed; None when its recording shows it ran none of them."""
+        loaded = self.loaded[test] or {}
+        ran = self.ran.get(test)
+        for s in stems:
+            file = loaded[s]
+            if ran is None or s not in ran:
+                lacks = "no host functions" if ran is None else f"no host functions of {file} (it was not built " \
+                    "with host coverage)"
+                return (LOADED, f"it loaded {file}, which holds {change.object}, whose host code {change.how}, and "
+                        f"its recording lists {lacks}")
+            hit = sorted(ran[s] & change.functions.keys())
+            if hit:
+                return (RAN, f"it ran {full(hit[0])} in {file}, whose code {change.functions[hit[0]]} (in "
+                        f"{change.object}, from {change.source})")
+        return None

@@ -36,6 +36,7 @@ from typing import Any
 
 import regex
 
+from .._unitnames import host_function
 from ..errors import RecordingError
 from ..mapformat import plainjson, pyblocks
 
@@ -65,6 +66,11 @@ class Recording:
     # Kernels a JIT named after a Python function it launched (Triton): kernel -> "file:qualname" of each.
     jit_kernels: Mapping[str, frozenset[str]] = field(default_factory=dict)
     jit_sources: frozenset[str] = frozenset()  # source files compiled at run time for it (cpp_extension.load)
+    # The host functions it ran, per library file name, each by the name any build gives it
+    # (_unitnames.host_function): every library compiled with host coverage that its processes loaded is
+    # listed, one that ran nothing with none. None: not recorded (a build without host coverage, a process
+    # whose coverage could not be read).
+    host_functions: Mapping[str, frozenset[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +176,7 @@ def merge(recordings: list[Recording]) -> list[Recording]:
             {k: frozenset().union(*(p.jit_kernels.get(k, ()) for p in parts))
              for k in sorted({k for p in parts for k in p.jit_kernels})},
             frozenset().union(*(p.jit_sources for p in parts)),
+            _merged_host_functions(parts),
         ))
     return sorted(merged, key=lambda r: r.test)
 
@@ -297,6 +304,7 @@ def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
     found = []
     coverage: dict[str, str] = {}
     loaded: dict[tuple[str, ...], frozenset[str]] = {}  # tests of one process list the same images: each list once
+    ran: dict[str, frozenset[str]] = {}  # a host function's name -> as any build names it, worked out once
     spelled = str(path)
     for number, raw in enumerate(_open(path), 1):
         if not raw or raw.isspace():
@@ -333,8 +341,40 @@ def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
         found.append(Recording(record["test"], kernels, complete, commit, where,
                                "" if complete else why, python, python_why, copies, rootdir,
                                _libraries(record, where, loaded), _jit_kernels(record, where),
-                               _jit_sources(record, where)))
+                               _jit_sources(record, where), _host_functions(record, where, ran)))
     return found
+
+
+def _host_functions(record: dict[str, Any], where: str, seen: dict[str, frozenset[str]]
+                    ) -> dict[str, frozenset[str]] | None:
+    """A record's ``"host_functions"``: library file name -> the host functions the test ran in it (mangled
+    names); None when the record has none."""
+    listed = record.get("host_functions")
+    if listed is None:
+        return None
+    if not isinstance(listed, dict) or not all(
+            isinstance(lib, str) and lib and "/" not in lib and _clean(lib) and isinstance(names, list)
+            and all(isinstance(n, str) and n and _clean(n) for n in names) for lib, names in listed.items()):
+        raise RecordingError(f"{where}: test {record['test'][:200]!r}: \"host_functions\" must map library file "
+                             "names to lists of function names")
+    found = {}
+    for lib, names in listed.items():
+        for n in names:
+            if n not in seen:
+                seen[n] = frozenset({host_function(n)})
+        found[lib] = frozenset().union(*(seen[n] for n in names))
+    return found
+
+
+def _merged_host_functions(parts: list[Recording]) -> dict[str, frozenset[str]] | None:
+    """The host functions of a test's parts, each library's united; None unless every part has them."""
+    if any(p.host_functions is None for p in parts):
+        return None
+    found: dict[str, set[str]] = {}
+    for p in parts:
+        for lib, names in (p.host_functions or {}).items():
+            found.setdefault(lib, set()).update(names)
+    return {lib: frozenset(names) for lib, names in found.items()}
 
 
 def _jit_sources(record: dict[str, Any], where: str) -> frozenset[str]:

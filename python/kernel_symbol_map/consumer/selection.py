@@ -42,7 +42,7 @@ from ..errors import KernelSymbolMapError
 from ..mapformat import is_full_sha, plainjson
 from . import emitted, runtimesources
 from .kernelmap import KernelMap, Link, Reach
-from .hostscope import LIBRARIES, HostScope
+from .hostscope import FUNCTIONS, HostScope
 from .jitkernels import JitKernels, attribute
 from .perfile import PerFile, Verdict
 from .pythonfiles import PythonTree
@@ -164,8 +164,9 @@ class Options:
     external_kernels: tuple[str, ...] = ()  # regexes of kernels from outside the project (torch, cuBLAS)
     per_file: bool = True  # each file the map does not clear decided on its own (False: any one runs everything)
     source_root: Path | None = None  # the checkout: changed Python files are read (and git asked) there
-    host_scope: str = LIBRARIES  # output mode: a host change reaches the tests that loaded it (or, "kernels",
-    # the tests that launched its object's kernels)
+    host_scope: str = FUNCTIONS  # output mode: a host change reaches the tests that ran a changed function
+    # where the recordings say (else, as with "libraries", those that loaded it; or, "kernels", those that
+    # launched its object's kernels)
     jit_decorators: tuple[str, ...] = ()  # "module:name" of the project's source-text JITs (jit-decorators)
     jit_sources: tuple[str, ...] = ()  # globs of the files the package compiles at run time (jit-sources)
 

@@ -19,6 +19,11 @@
 - ``whole``: the architectures whose digests are of the whole image, the same
   for each of its kernels (AMDGPU code objects, bitcode, PTX that did not split
   into entries): a change to one kernel there changes all.
+- ``host_parts``: the host code by parts (:mod:`..readers.hostfunctions`),
+  where it splits: ``functions`` (each host function's name, as the object
+  spells it, -> its digest), ``init`` (the names of its static initialisers
+  and finalisers) and ``data`` (the digest of the rest). Absent, the host
+  code is compared whole.
 - ``relocatable[arch]``: for relocatable device code (``-rdc`` cubins,
   ``-fgpu-rdc`` bitcode), the digest of the whole image: its device functions
   reach kernels of other objects once linked, where no map may see the link (a
@@ -39,7 +44,7 @@ import hashlib
 
 from ..errors import MapError
 
-SCHEME = 3
+SCHEME = 4
 # A precompiled header's object ends in one of these (the build-tree model's PCH_SUFFIXES): its code shows
 # in the objects compiled with it. No other object may say it has no code of its own.
 PRECOMPILED_HEADERS = (".gch", ".pch")
@@ -59,11 +64,11 @@ class ImageDigests:
 
 
 def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | None,
-         host_coverage: str | None = DIGESTED) -> dict[str, Any] | None:
+         host_coverage: str | None = DIGESTED, parts: HostParts | None = None) -> dict[str, Any] | None:
     """The map's form; None when an image names a kernel ``symbols`` lacks (the reader that listed the
     symbols and the one that digested disagree: no digests rather than wrong ones). ``host`` is the host
     code's digest; where there is none, ``host_coverage`` says why (``DEVICE_IMAGE``), or is None when the
-    host code could not be digested."""
+    host code could not be digested. ``parts``: the host code by parts, where it splits."""
     index = {s: i for i, s in enumerate(symbols)}
     per_arch: dict[str, dict[str, list[str]]] = {}
     whole: set[str] = set()
@@ -86,6 +91,9 @@ def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | Non
     out: dict[str, Any] = {"covers": covers}
     if host is not None:
         out["host"] = host
+        if parts is not None:
+            out["host_parts"] = {"functions": dict(sorted(parts.functions.items())), "init": sorted(parts.init),
+                                 "data": parts.data}
     code = {}
     for arch, found in sorted(per_arch.items()):
         column = [""] * len(symbols)
@@ -140,6 +148,31 @@ def uncovered(o: Mapping[str, Any]) -> str:
     if covers.get("kernels") != len(symbols):
         return f"says its digests cover {covers.get('kernels')} of its {len(symbols)} kernels (a malformed map)"
     return ""
+
+
+@dataclass(frozen=True)
+class HostParts:
+    """An object's host code by parts (the map's ``host_parts``)."""
+
+    functions: Mapping[str, str]
+    init: frozenset[str]
+    data: str
+
+
+def host_parts(digests: Mapping[str, Any], where: str) -> HostParts | None:
+    """The record's ``host_parts``; None where it has none; a :class:`MapError` naming ``where`` when they are
+    not what the map format says."""
+    parts = digests.get("host_parts")
+    if parts is None:
+        return None
+    functions, init, data = (parts.get(k) for k in ("functions", "init", "data")) if isinstance(parts, Mapping) \
+        else (None, None, None)
+    if not (isinstance(functions, Mapping) and all(isinstance(n, str) and isinstance(d, str)
+                                                   for n, d in functions.items())
+            and isinstance(init, list) and all(isinstance(n, str) for n in init) and isinstance(data, str)):
+        raise MapError(f"{where}.digests.host_parts: not {{\"functions\": {{name: digest}}, \"init\": [name], "
+                       "\"data\": digest}")
+    return HostParts(functions, frozenset(init), data)
 
 
 def _combined(digests: list[str]) -> str:

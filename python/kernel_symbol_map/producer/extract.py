@@ -36,6 +36,7 @@ from ..readers.archive import is_archive
 from ..readers.elf import EM_AMDGPU, EM_CUDA, ElfFile, is_elf
 from ..readers.folders import NONE, Folders
 from ..readers.hostdigest import host_digest
+from ..readers.hostfunctions import host_parts
 from ..readers.sizes import BITCODE, images, merged
 from .cache import ObjectCache
 from .generated import Known, tracked_files
@@ -147,7 +148,17 @@ def _measured(blob: Blob, result: Result, folders: Folders = NONE) -> Read:
         return result, {}, None
     sizes = merged([(i.arch, i.record()) for i in found if i.kind != BITCODE])
     digested = [map_digests.ImageDigests(i.arch, i.digests, i.per_kernel, i.relocatable) for i in found]
-    return result, sizes, map_digests.pack(result.symbols, digested, host, coverage)
+    parts = _host_parts(blob, folders) if host is not None else None
+    return result, sizes, map_digests.pack(result.symbols, digested, host, coverage, parts)
+
+
+def _host_parts(blob: Blob, folders: Folders) -> map_digests.HostParts | None:
+    """The object's host code by parts; None where it does not split (it is then compared whole)."""
+    try:
+        found = host_parts(ElfFile(blob), _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode(), folders)
+    except FormatError:
+        return None
+    return None if isinstance(found, str) else map_digests.HostParts(found.functions, found.init, found.data)
 
 
 def _host_digest(blob: Blob, folders: Folders = NONE) -> tuple[str | None, str | None]:

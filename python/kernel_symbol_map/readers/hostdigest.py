@@ -38,7 +38,8 @@ from ..errors import FormatError
 
 from ._digest import new
 from .elf import (
-    SHT_DYNSYM, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB, STT_SECTION, ElfFile, Elf64_Rela, Elf64_Sym, Header,
+    SHN_UNDEF, SHT_DYNSYM, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB, STT_SECTION, ElfFile, Elf64_Rela, Elf64_Sym,
+    Header,
 )
 from .. import _unitnames as unitnames
 from .folders import NONE, Folders
@@ -50,6 +51,7 @@ MASKED = b"tmpxft_xxxxxxxx_xxxxxxxx"  # as long as the name it masks: string off
 DEVICE_SEGMENTS = frozenset({b".nvFatBinSegment", b".hipFatBinSegment"})  # each points at its container
 _SHNDX = struct.Struct("<6xH16x")  # a symbol's st_shndx
 SHF_STRINGS = 0x20
+SHF_MERGE = 0x10
 SHT_GROUP = 17
 _STR_ALIGN = regex.compile(rb"\.str1\.\d+$")  # .rodata.str1.8: strings aligned to 8, of one set with .str1.1
 NOT_CODE = (b".debug_", b".zdebug_", b".gnu_debuglink", b".note.gnu.build-id")
@@ -104,11 +106,7 @@ def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: 
         # a larger file's, or past the end: the read's own check names it
         return blob.read(x.offset, x.size, f"section {x.name!r}")
 
-    # The unit's hash, from the symbols' names and the host's strings: a file-static device variable's
-    # registered name (_INTERNAL_<hash>_...) may be a string no symbol is named after.
-    unit = unit_hash(b"\0".join([*(elf.read(elf.section_at(headers[i].link)) for i in tables),
-                                  *(raw(x) for i, x in enumerate(headers) if x.flags & SHF_STRINGS
-                                    and i not in hidden and i not in unread)]))
+    unit = _unit(elf, headers, tables, hidden, unread, raw)
 
     def contents(x: Header) -> bytes:
         return unitnames.masked(raw(x), unit)
@@ -139,6 +137,78 @@ def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: 
     return h.hexdigest()
 
 
+def _unit(elf: ElfFile, headers: list[Header], tables: list[int], hidden: set[int], unread: set[int],
+          raw: Callable[[Header], bytes]) -> bytes | None:
+    """The unit's hash, from the symbols' names and the host's strings: a file-static device variable's
+    registered name (_INTERNAL_<hash>_...) may be a string no symbol is named after."""
+    return unit_hash(b"\0".join([*(elf.read(elf.section_at(headers[i].link)) for i in tables),
+                                  *(raw(x) for i, x in enumerate(headers) if x.flags & SHF_STRINGS
+                                    and i not in hidden and i not in unread)]))
+
+
+def unit_of(elf: ElfFile, headers: list[Header], hidden: set[int]) -> bytes | None:
+    """The unit hash of ``elf``'s host code, as :func:`host_digest` finds it (``hidden``: device sections)."""
+    tables = [i for i, x in enumerate(headers) if x.type in (SHT_SYMTAB, SHT_DYNSYM)]
+    unread = {i for i, x in enumerate(headers) if x.name.startswith(NOT_CODE)}
+    return _unit(elf, headers, tables, hidden, unread, lambda x: _read(elf, x))
+
+
+def _read(elf: ElfFile, x: Header) -> bytes:
+    return b"" if x.type == SHT_NOBITS else elf.blob.read(x.offset, x.size, f"section {x.name!r}")
+
+
+def data_digest(elf: ElfFile, headers: list[Header], hidden: set[int], code: set[int], unit: bytes | None,
+                located: Callable[[int, int], tuple[object, ...]], folders: Folders = NONE) -> str:
+    """The digest of what :mod:`.hostfunctions` calls an object's data: its host code but the sections in
+    ``code`` and the functions in them, unwind tables, string and constant pools (digested where code
+    refers to them: a pool a data relocation points into stays), undefined symbols, and of exception
+    tables only the types they catch. Every index is named, as :func:`_by_names` names them, and a place
+    in code as ``located`` names it."""
+    unread = {i for i, x in enumerate(headers) if x.name.startswith(NOT_CODE)}
+    tables = [i for i, x in enumerate(headers) if x.type in (SHT_SYMTAB, SHT_DYNSYM)]
+    skip = {0, elf.names_index, *tables, *(headers[i].link for i in tables), *unread}
+    handlers = {i for i, x in enumerate(headers) if x.name.startswith(b".gcc_except_table")}
+    dropped = code | handlers | {i for i, x in enumerate(headers) if x.name.startswith(b".eh_frame")}
+    texts = [i for i, x in enumerate(headers) if x.flags & SHF_STRINGS and x.entsize <= 1
+             and x.type != SHT_NOBITS and i not in hidden and i not in skip]
+    pools = {i for i, x in enumerate(headers) if x.flags & SHF_MERGE and x.entsize and i not in texts}
+
+    def contents(x: Header) -> bytes:
+        return unitnames.masked(_read(elf, x), unit)
+
+    def named(x: Header) -> bytes:
+        return unitnames.masked(TMPXFT.sub(MASKED, x.name) if b"tmpxft_" in x.name else x.name, unit)
+
+    relocations = [i for i, x in enumerate(headers) if x.type == SHT_RELA and x.link in tables]
+    rows = {t: elf.symbol_rows(elf.section_at(t)) for t in tables}
+    caught: set[str] = set()
+    for i in relocations:  # a data relocation into a constant pool keeps the pool; a handler's, its type
+        x = headers[i]
+        if x.info in dropped - handlers or x.info in hidden or x.info in unread:
+            continue
+        data = _read(elf, x)
+        if len(data) % Elf64_Rela.size:
+            raise elf.blob.error(f"relocation section {x.name!r} is not a whole number of entries")
+        symbols, names = rows[x.link]
+        for _offset, info, _addend in Elf64_Rela.iter_unpack(data):
+            index = info >> 32
+            if index >= len(symbols):
+                raise elf.blob.error(f"{x.name!r} names symbol {index}, past its symbol table")
+            if x.info in handlers:
+                caught.add(names[index])
+            elif symbols[index][3] in pools:
+                pools.discard(symbols[index][3])
+    dropped |= pools
+    kept = [i for i, x in enumerate(headers)
+            if not (i in skip or i in hidden or i in dropped
+                    or (x.type in (SHT_REL, SHT_RELA) and (x.info in hidden | unread | dropped)))]
+    strings = {i: _masked_strings(contents(headers[i]), folders) for i in texts}
+    h = new(elf.ident, elf.type, elf.machine, elf.flags, b"data")
+    feed(h, b"caught", *sorted(unitnames.masked(n.encode(), unit) for n in caught))
+    return _by_names(elf, headers, kept, hidden, strings, contents, named, unit, h, dropped=dropped,
+                     located=located)
+
+
 def _masks(data: bytes, folders: Folders) -> bool:
     """Whether a string section holds a string that a mask changes (the NUL before a string starts a path
     as its start does: the whole section is masked at once)."""
@@ -159,7 +229,9 @@ def _masked_strings(data: bytes, folders: Folders) -> tuple[list[int], list[byte
 
 def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[int],
               strings: dict[int, tuple[list[int], list[bytes]]], contents: Callable[[Header], bytes],
-              named: Callable[[Header], bytes], unit: bytes | None, h: hashlib.blake2b) -> str:
+              named: Callable[[Header], bytes], unit: bytes | None, h: hashlib.blake2b,
+              dropped: set[int] | frozenset[int] = frozenset(),
+              located: Callable[[int, int], tuple[object, ...]] | None = None) -> str:
     """The digest of an object whose string sections hold a masked string, every index named.
 
     GCC puts a string of 32 bytes or more in a section of its own alignment
@@ -169,6 +241,11 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
     strings), a symbol is its name and its section's, a reference into
     strings is the string it points at and where in it, and a COMDAT group is
     the names of its members.
+
+    With ``dropped`` (:func:`data_digest`), the symbols of those sections,
+    undefined symbols and string pools are left out, and a group names only
+    its members that are not dropped; ``located`` names a place in a dropped
+    section (the function there).
     """
     key = {i: (_STR_ALIGN.sub(b".str", named(x)) if i in strings else named(x)) for i, x in enumerate(headers)}
     pools: dict[bytes, set[bytes]] = {}
@@ -186,6 +263,8 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
             return (key[shndx], texts[k], value - starts[k])
         if shndx in hidden:
             return (key[shndx],)
+        if located is not None and shndx in dropped:
+            return located(shndx, value)
         return (key.get(shndx, shndx), value)
 
     for i, x in enumerate(headers):
@@ -198,6 +277,9 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
             masked = _TMPXFT_TEXT.sub("tmpxft", name) if "tmpxft_" in name else name
             if unit is not None and unit.decode() in masked:
                 masked = unitnames.masked(masked.encode(), unit).decode()
+            if dropped and (shndx in dropped or shndx == SHN_UNDEF):  # a relocation may still point at it
+                refs.append(("section", shndx) if info & 0xF == STT_SECTION else ("symbol", masked, shndx, value))
+                continue
             if info & 0xF == STT_SECTION:
                 refs.append(("section", shndx))  # where a relocation points, resolved with its addend
                 if shndx not in strings:
@@ -207,7 +289,7 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
             facts.append((masked, info, other, *where(shndx, value), 0 if shndx in hidden else size))
         symbols[i] = refs
         feed(h, b"symbols", repr(facts))
-    for family, texts in sorted(pools.items()):
+    for family, texts in sorted(pools.items()) if not dropped else ():
         feed(h, family, *sorted(texts))
     for i in kept:
         x = headers[i]
@@ -216,6 +298,10 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
         data = contents(x)
         if x.type == SHT_GROUP and len(data) % 4 == 0:  # a flag, then its members' section indices
             flag, *members = struct.unpack(f"<{len(data) // 4}I", data)
+            members = [m for m in members if m not in dropped and headers[m].info not in dropped] \
+                if dropped and all(m < len(headers) for m in members) else members
+            if dropped and not members:
+                continue  # a group of code alone: the functions' digests have it
             data = repr((flag, [key.get(m, m) for m in members])).encode()
         elif x.type == SHT_RELA and x.link in symbols and len(data) % Elf64_Rela.size == 0:
             refs = symbols[x.link]

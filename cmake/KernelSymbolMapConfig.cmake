@@ -24,6 +24,7 @@ setuptools-driven and plain CMake builds; or through ``KernelSymbolMap_DIR``.
       [INSTALL_DESTINATION <dir>]    # default: the scikit-build-core package, else share/kernel_symbol_map
       [COMPONENT <name>...]          # install components (vLLM-style setup.py flows)
       [SOURCE_MIRRORS <copy> <original>...]  # hipified copies -> the sources people edit
+      [HOST_COVERAGE]                # instrument host code: records say which host functions each test ran
       [STRICT])                      # fail the build when the map is not complete
 
   By default every target that compiles is mapped, host-only ones included
@@ -37,12 +38,28 @@ setuptools-driven and plain CMake builds; or through ``KernelSymbolMap_DIR``.
   before your own ``install()`` rules (so that installing after building
   only some targets still works); targets defined later are seen too.
 
+  ``HOST_COVERAGE`` (or ``-DKERNEL_SYMBOL_MAP_HOST_COVERAGE=ON``, which needs
+  no edit of the project: a CI build's switch) compiles the host code of
+  every mapped target with ``-finstrument-functions -ffunction-sections``
+  (through ``-Xcompiler`` for CUDA sources) and links a small runtime,
+  compiled from this package's ``kernel_symbol_map_coverage.c``, into each
+  mapped library and executable. The recorder then lists, in each test's
+  record, the host functions the test ran (``host_functions``), and ``select
+  --base-map`` sends a host change only to the tests that ran a changed
+  function. It is for a CI build: every function entered costs a call.
+  GCC and Clang as host compilers; HIP sources are left uninstrumented (a
+  host change there reaches every test that loaded its library).
+
   The extractor runs with ``Python_EXECUTABLE`` (or ``Python3_EXECUTABLE``,
   or the interpreter whose environment holds this package), never a bare
   ``python``. Without ``STRICT`` it never fails the build: an incomplete
   map says why in its ``reason``.
 
 Variables:
+
+``KERNEL_SYMBOL_MAP_HOST_COVERAGE``
+  ``ON``: as the ``HOST_COVERAGE`` option, for a build configured from the
+  command line or ``pip wheel -C cmake.define.KERNEL_SYMBOL_MAP_HOST_COVERAGE=ON``.
 
 ``KernelSymbolMap_PYTHON_EXECUTABLE``
   The interpreter the extractor runs with. Set it to choose one; else
@@ -144,7 +161,7 @@ endfunction()
 
 function(kernel_symbol_map)
   cmake_parse_arguments(PARSE_ARGV 0 ARG
-    "STRICT"                          # options
+    "STRICT;HOST_COVERAGE"            # options
     "OUTPUT;INSTALL_DESTINATION"      # one value each
     "TARGETS;COMPONENT;SOURCE_MIRRORS")  # lists: targets to map; install components; copy/original pairs
   if(ARG_UNPARSED_ARGUMENTS)
@@ -242,11 +259,17 @@ if(DEFINED ENV{KERNEL_SYMBOL_MAP_OUT} AND NOT \"\$ENV{KERNEL_SYMBOL_MAP_OUT}\" S
 endif()" COMPONENT "${component}")
   endforeach()
 
+  set(host_coverage "")
+  if(ARG_HOST_COVERAGE OR KERNEL_SYMBOL_MAP_HOST_COVERAGE)
+    set(host_coverage ON)
+  endif()
+
   # Targets may be defined after this call: finish at the end of the top-level directory.
   # The interpreter's environment is decided here, in the caller's scope, not at the end.
   cmake_language(EVAL CODE "
     cmake_language(DEFER DIRECTORY [[${CMAKE_SOURCE_DIR}]] CALL _kernel_symbol_map_finish
-      [[${python}]] [[${python_env}]] [[${ARG_OUTPUT}]] [[${ARG_STRICT}]] [[${ARG_TARGETS}]] [[${mirror_args}]])")
+      [[${python}]] [[${python_env}]] [[${ARG_OUTPUT}]] [[${ARG_STRICT}]] [[${ARG_TARGETS}]] [[${mirror_args}]]
+      [[${host_coverage}]])")
 endfunction()
 
 # "at <file>:<line>[,<line>...]": the lines of <file> that call kernel_symbol_map() (CMake tells a
@@ -280,7 +303,7 @@ function(_kernel_symbol_map_call_site file out)
   endif()
 endfunction()
 
-function(_kernel_symbol_map_finish python python_env output strict targets mirror_args)
+function(_kernel_symbol_map_finish python python_env output strict targets mirror_args host_coverage)
   set(selected "")
   set(excluded "")
   if(targets)
@@ -321,6 +344,10 @@ function(_kernel_symbol_map_finish python python_env output strict targets mirro
     list(APPEND objects "$<TARGET_OBJECTS:${tgt}>")
   endforeach()
 
+  if(host_coverage)
+    _kernel_symbol_map_host_coverage("${targets}")
+  endif()
+
   set(strict_flag "")
   if(strict)
     set(strict_flag "--strict")
@@ -348,4 +375,39 @@ function(_kernel_symbol_map_has_device_code tgt out)
     endif()
   endforeach()
   set(${out} FALSE PARENT_SCOPE)
+endfunction()
+
+# Host coverage (HOST_COVERAGE): each target's host code instrumented, and the runtime linked where code is
+# linked. A static library passes the runtime on to what links it; an object library's objects are linked by
+# targets that are mapped too. The runtime is compiled as whichever of C, C++ or CUDA the project enabled.
+function(_kernel_symbol_map_host_coverage targets)
+  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  set(runtime_language "")
+  foreach(candidate IN ITEMS C CXX CUDA)
+    if(candidate IN_LIST languages)
+      set(runtime_language ${candidate})
+      break()
+    endif()
+  endforeach()
+  if(NOT runtime_language)
+    message(FATAL_ERROR "kernel_symbol_map(HOST_COVERAGE): the project enables none of C, CXX or CUDA to "
+                        "compile the coverage runtime with")
+  endif()
+  set(runtime "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/kernel_symbol_map_coverage.c")
+  add_library(kernel_symbol_map_coverage STATIC "${runtime}")
+  set_source_files_properties("${runtime}" PROPERTIES LANGUAGE ${runtime_language})
+  set_target_properties(kernel_symbol_map_coverage PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  foreach(tgt IN LISTS targets)
+    get_target_property(type "${tgt}" TYPE)
+    target_compile_options("${tgt}" PRIVATE "$<$<COMPILE_LANGUAGE:C,CXX>:-finstrument-functions>"
+      "$<$<COMPILE_LANGUAGE:C,CXX>:-ffunction-sections>"
+      "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-finstrument-functions$<COMMA>-ffunction-sections>")
+    if(type MATCHES "^(SHARED_LIBRARY|MODULE_LIBRARY|EXECUTABLE)$")
+      set_property(TARGET "${tgt}" APPEND PROPERTY LINK_LIBRARIES kernel_symbol_map_coverage)
+    elseif(type STREQUAL "STATIC_LIBRARY")
+      set_property(TARGET "${tgt}" APPEND PROPERTY INTERFACE_LINK_LIBRARIES
+                   "$<LINK_ONLY:kernel_symbol_map_coverage>")
+    endif()
+  endforeach()
+  message(STATUS "kernel_symbol_map(): host coverage in ${targets}")
 endfunction()

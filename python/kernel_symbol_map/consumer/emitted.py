@@ -52,6 +52,9 @@ class HostChange:
     # initialiser <name>", or why the object is compared whole.
     functions: dict[str, str] = field(default_factory=dict)
     whole: str = "its host code is not split into functions in both builds"
+    # The base's functions that host coverage does not see run (by unitnames.host_function); None when the
+    # base was not compiled with host coverage.
+    unseen: frozenset[str] | None = None
 
 
 @dataclass
@@ -125,7 +128,7 @@ def compare(base: Sequence[KernelMap], new: Sequence[KernelMap]) -> Emitted:
             functions, whole = _parts(a, b)
             found.hosts.append(HostChange(key[1], key[0], (b or a).source, how,  # type: ignore[union-attr]
                                           frozenset(a.kernels if a else ()) | frozenset(b.kernels if b else ()),
-                                          functions, whole))
+                                          functions, whole, _unseen(a.parts) if a is not None else None))
         if (a.relocatable if a else {}) != (b.relocatable if b else {}):
             relocated.add(key[0])
     if relocated:
@@ -166,6 +169,15 @@ def _parts(a: _Object | None, b: _Object | None) -> tuple[dict[str, str], str]:
     if not functions:
         return functions, "its host code differs outside its functions and data"
     return functions, ""
+
+
+def _unseen(parts: map_digests.HostParts | None) -> frozenset[str] | None:
+    """The functions (by the name any build gives them) host coverage sees no copy of run: a cold part is seen
+    through the function it was split from."""
+    if parts is None or parts.unseen is None:
+        return None
+    seen = {unitnames.host_function(n) for n in parts.functions.keys() - parts.unseen}
+    return frozenset(unitnames.host_function(n) for n in parts.unseen) - seen
 
 
 def _functions(parts: map_digests.HostParts) -> dict[str, frozenset[str]]:

@@ -31,7 +31,8 @@ narrower rule below, and one without runs every test.
 
 By default (``--host-scope functions``) a host change is narrower still where
 it can be: when both builds split the object's host code by function (the
-map's ``host_parts``) and only functions differ, a test that loaded one of its
+map's ``host_parts``), only functions differ, and the base was compiled with
+host coverage that sees each of them run, a test that loaded one of its
 files is reached only if its recording lists one of those functions as run
 in that file (``host_functions``, recorded from a build with host coverage).
 A test whose recording has no ``host_functions``, or lists none for that file
@@ -166,7 +167,8 @@ class HostScope:
                 return HostReach(everything=f"{what}, and it has no kernels: any test may call it{unknown}")
             return HostReach(kernels=change.kernels)
         names = frozenset(stem(f) for f in files)
-        narrow = self.scope == FUNCTIONS and not change.whole
+        narrow = self.scope == FUNCTIONS and not change.whole and change.unseen is not None \
+            and change.unseen.isdisjoint(change.functions)
         found: dict[str, tuple[str, str]] = {}
         listing = matched = False
         renamed = ""

@@ -414,8 +414,10 @@ def _by_output(base: Sequence[KernelMap], new: Sequence[KernelMap], tests: list[
     widened = frozenset()
     if options.whole_target:
         widened = _whole_targets([*base, *new], {h.target for h in found.hosts}) - reached.keys()
+    functions = sorted({f for h in found.hosts for f in h.functions})
+    ran_none = f", nor ran any of the {len(functions)} host functions whose code differs" if functions else ""
     decisions = _decisions(base, tests, jit, unreadable, options, reached, widened, named,
-                           _rules_only(verdicts))
+                           _rules_only(verdicts), ran_none)
     return _in_output_mode(Selection(decisions, files=files, changed=list(changed), verdicts=verdicts), found)
 
 
@@ -444,10 +446,11 @@ def _in_output_mode(selection: Selection, found: emitted.Emitted | None) -> Sele
 
 def _decisions(kmaps: Sequence[KernelMap], tests: list[str], jit: JitKernels,
                unreadable: Sequence[Unreadable], options: Options, reached: dict[str, str],
-               widened: frozenset[str], named: dict[str, tuple[str, str]], rules_only: bool = False) -> list[Decision]:
+               widened: frozenset[str], named: dict[str, tuple[str, str]], rules_only: bool = False,
+               ran_none: str = "") -> list[Decision]:
     """Each test's decision: it runs if it launched a reached kernel (``reached``: kernel -> how), a changed file
     decided on its own names it (``named``: test -> (reason, why)), or its recording cannot show it did not
-    need to; else it is skipped. A kernel no map knows that a JIT named after a function of the project
+    need to; else it is skipped (``ran_none`` says which host functions it ran none of). A kernel no map knows that a JIT named after a function of the project
     (``jit``) is that function's, decided with the Python files: neither unknown nor external."""
     recordings = jit.recordings
     commit = kmaps[0].commit
@@ -463,7 +466,7 @@ def _decisions(kmaps: Sequence[KernelMap], tests: list[str], jit: JitKernels,
     # The kernels some recording launched that no map knows, found once: a test's own are then those of its
     # kernels among them (none, most often), not a lookup of each in the maps' tens of thousands.
     unknown_anywhere = frozenset().union(*(r.kernels for r in recordings)) - known
-    not_reached = f"its complete recording launched none of the {len(reached)} kernels the change reaches"
+    not_reached = f"its complete recording launched none of the {len(reached)} kernels the change reaches{ran_none}"
     decisions = []
     for test in tests:
         rec = by_test.get(test)

@@ -22,8 +22,10 @@
 - ``host_parts``: the host code by parts (:mod:`..readers.hostfunctions`),
   where it splits: ``functions`` (each host function's name, as the object
   spells it, -> its digest), ``init`` (the names of its static initialisers
-  and finalisers) and ``data`` (the digest of the rest). Absent, the host
-  code is compared whole.
+  and finalisers), ``data`` (the digest of the rest) and, for an object
+  compiled with host coverage, ``unseen`` (the functions it does not see run:
+  a recording's ``host_functions`` cannot clear them). Absent, the host code is
+  compared whole.
 - ``relocatable[arch]``: for relocatable device code (``-rdc`` cubins,
   ``-fgpu-rdc`` bitcode), the digest of the whole image: its device functions
   reach kernels of other objects once linked, where no map may see the link (a
@@ -94,6 +96,8 @@ def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | Non
         if parts is not None:
             out["host_parts"] = {"functions": dict(sorted(parts.functions.items())), "init": sorted(parts.init),
                                  "data": parts.data}
+            if parts.unseen is not None:
+                out["host_parts"]["unseen"] = sorted(parts.unseen)
     code = {}
     for arch, found in sorted(per_arch.items()):
         column = [""] * len(symbols)
@@ -157,6 +161,7 @@ class HostParts:
     functions: Mapping[str, str]
     init: frozenset[str]
     data: str
+    unseen: frozenset[str] | None = None  # None: not compiled with host coverage
 
 
 def host_parts(digests: Mapping[str, Any], where: str) -> HostParts | None:
@@ -165,14 +170,18 @@ def host_parts(digests: Mapping[str, Any], where: str) -> HostParts | None:
     parts = digests.get("host_parts")
     if parts is None:
         return None
-    functions, init, data = (parts.get(k) for k in ("functions", "init", "data")) if isinstance(parts, Mapping) \
-        else (None, None, None)
+    functions, init, data, unseen = (parts.get(k) for k in ("functions", "init", "data", "unseen")) \
+        if isinstance(parts, Mapping) else (None, None, None, None)
     if not (isinstance(functions, Mapping) and all(isinstance(n, str) and isinstance(d, str)
                                                    for n, d in functions.items())
-            and isinstance(init, list) and all(isinstance(n, str) for n in init) and isinstance(data, str)):
+            and _names(init) and isinstance(data, str) and (unseen is None or _names(unseen))):
         raise MapError(f"{where}.digests.host_parts: not {{\"functions\": {{name: digest}}, \"init\": [name], "
-                       "\"data\": digest}")
-    return HostParts(functions, frozenset(init), data)
+                       "\"data\": digest, \"unseen\": [name]}")
+    return HostParts(functions, frozenset(init), data, None if unseen is None else frozenset(unseen))
+
+
+def _names(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(n, str) for n in value)
 
 
 def _combined(digests: list[str]) -> str:

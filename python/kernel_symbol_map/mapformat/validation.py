@@ -200,7 +200,7 @@ SIZES = _mapping_of(_record({"image": BYTES, "stored": BYTES},
                             {"ptx": BOOLEAN, "code": _list_of(BYTES), "owned": _list_of(BYTES)}))
 # Device and host code digests (issue 27), kernels' in the order of "symbols" (mapformat.digests).
 COVERS = _record({}, {"host": _one_of(*map_digests.HOST_COVERAGE), "kernels": COUNT})
-HOST_PARTS = _record({"functions": _mapping_of(STRING), "init": NAMES, "data": STRING})
+HOST_PARTS = _record({"functions": _mapping_of(STRING), "init": NAMES, "data": STRING}, {"unseen": NAMES})
 DIGESTS = _record({}, {"covers": COVERS, "host": STRING, "code": _mapping_of(_list_of(STRING)), "whole": STRINGS,
                        "relocatable": _mapping_of(STRING), "host_parts": HOST_PARTS})
 OBJECT = _record(

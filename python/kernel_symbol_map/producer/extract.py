@@ -158,7 +158,8 @@ def _host_parts(blob: Blob, folders: Folders) -> map_digests.HostParts | None:
         found = host_parts(ElfFile(blob), _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode(), folders)
     except FormatError:
         return None
-    return None if isinstance(found, str) else map_digests.HostParts(found.functions, found.init, found.data)
+    return None if isinstance(found, str) else \
+        map_digests.HostParts(found.functions, found.init, found.data, found.unseen)
 
 
 def _host_digest(blob: Blob, folders: Folders = NONE) -> tuple[str | None, str | None]:

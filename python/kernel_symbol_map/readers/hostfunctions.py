@@ -20,6 +20,9 @@ clean builds in two folders give the same digests:
 * the **static initialisers** (and finalisers) are the functions that
   ``.init_array``, ``.fini_array``, ``.ctors`` or ``.dtors`` point at: their
   code runs in every process that loads the library;
+* where the object was compiled with host coverage (``-finstrument-functions``:
+  a function calls :data:`ENTRY` as it starts), the functions that do not
+  (``unseen``): no recording can say whether a test ran one;
 * the **data** is everything else that is not layout: data sections and the
   relocations in them, the symbols of data, the types an exception handler
   catches. Unwind tables, string and constant pools (each reference to them
@@ -52,6 +55,7 @@ _STARTERS = (b".init_array", b".fini_array", b".preinit_array", b".ctors", b".dt
 # plus the distance from the field to the instruction's end, 4 bytes or a few more.
 _PC_RELATIVE = frozenset({2, 4, 9, 41, 42})
 _AFTER = 12  # how far past a PC-relative addend its place may lie (the field, an immediate after it)
+ENTRY = "__cyg_profile_func_enter"  # what -finstrument-functions calls as each function starts
 PADDING = 64  # code between two functions no longer than this may be alignment...
 # ...when made of these bytes: x86-64's one- and multi-byte no-ops and int3, AArch64's nop (d503201f), zeros
 _FILL = bytes({0x00, 0x0F, 0x1F, 0x2E, 0x40, 0x44, 0x66, 0x80, 0x84, 0x90, 0xCC, 0x20, 0x03, 0xD5})
@@ -66,6 +70,9 @@ class HostParts:
     functions: dict[str, str]
     init: frozenset[str]
     data: str
+    # Compiled with host coverage (a function calls ENTRY): the functions that do not, whose runs no coverage
+    # sees (a GCC clone's cold part, a no_instrument_function); None when no function calls it.
+    unseen: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, order=True)
@@ -187,6 +194,7 @@ def host_parts(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: b
                 return (f"a relocation at {offset:#x} in {headers[shndx].name.decode(errors='replace')} is in no "
                         "function")
             found[hit[0]].append((hit[1], kind, *target(kind, index, addend)))
+    entered = {f for f, refs in found.items() if any(r[2:4] == ("symbol", ENTRY) for r in refs)}
     digests: dict[str, str] = {}
     for f in functions:
         h = new(b"host function")
@@ -206,7 +214,8 @@ def host_parts(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: b
         hit = function_at(shndx, place)
         return ("function", named(hit[0].names[0]), hit[1]) if hit else ("section", section_key(shndx), place)
 
-    return HostParts(digests, frozenset(init), data_digest(elf, headers, hidden, code, unit, located, folders))
+    unseen = frozenset(named(n) for f in functions if f not in entered for n in f.names) if entered else None
+    return HostParts(digests, frozenset(init), data_digest(elf, headers, hidden, code, unit, located, folders), unseen)
 
 
 def _starter(headers: list[Header], i: int) -> bool:

@@ -27,6 +27,7 @@ class _PhdrInfo(ctypes.Structure):
 
 _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_PhdrInfo), ctypes.c_size_t, ctypes.c_void_p)
 _last: tuple[tuple[int, int], frozenset[str]] | None = None
+_last_paths: tuple[tuple[int, int], list[str]] | None = None
 
 
 def file_names(paths: Iterable[str]) -> set[str]:
@@ -71,6 +72,34 @@ def loaded() -> frozenset[str] | None:
     if counters:
         _last = (counters[0], names)
     return names
+
+
+def loaded_paths() -> list[str]:
+    """The paths of the shared objects this process holds now, as the loader names them (no executable)."""
+    try:
+        iterate = ctypes.CDLL(None).dl_iterate_phdr
+    except (OSError, AttributeError):
+        return []
+    global _last_paths
+    paths: list[str] = []
+    counters: list[tuple[int, int]] = []
+
+    def each(info: ctypes._Pointer, size: int, _data: ctypes.c_void_p) -> int:  # type: ignore[type-arg]
+        entry = info.contents
+        if not counters and size >= ctypes.sizeof(_PhdrInfo):
+            counters.append((entry.dlpi_adds, entry.dlpi_subs))
+            if _last_paths is not None and _last_paths[0] == counters[0]:
+                return 1  # nothing loaded or unloaded since the last look
+        name = os.fsdecode(entry.dlpi_name or b"")
+        if name and name not in _NOT_FILES:
+            paths.append(name)
+        return 0
+
+    if iterate(_CALLBACK(each), None) and _last_paths is not None:
+        return _last_paths[1]
+    if counters:
+        _last_paths = (counters[0], paths)
+    return paths
 
 
 def _executable() -> str:

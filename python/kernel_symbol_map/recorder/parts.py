@@ -4,7 +4,11 @@ Each record is ``{"test", "kernels", "complete", "commit", "reason",
 "processes", "libraries"}``: ``reason`` says why it is incomplete,
 ``processes`` how many Python processes were recorded, ``libraries`` the
 file names of the images its processes had loaded (absent when one could
-not say). Incomplete when any contributing process was
+not say), and, when some process ran code built with host coverage,
+``host_functions``: image file name -> the host functions the test ran there,
+attributed as kernels are (absent when a process that served the test could
+not say; an image a native child loaded is left out, as what it ran there is
+unknown). Incomplete when any contributing process was
 incomplete (no CUPTI, dropped records, interrupted), when a process started
 but never wrote its part file (it died), when the command was interrupted,
 or when no process was recorded at all; and, for the tests from its start
@@ -47,6 +51,8 @@ class Part:
     program: str = ""  # its executable, as its start said, to name it by
     own_launches: bool = False  # its reason is about its own launches only (not a process it failed to follow)
     lost: dict[str, tuple[str, ...]] = field(default_factory=dict)  # scope -> why its launches went unseen
+    # scope -> image file name -> the host functions it ran (see .hostcoverage); None when it could not say
+    host_functions: dict[str, dict[str, tuple[str, ...]]] | None = None
 
     def name(self) -> str:
         return f"process {self.token} ({self.program})" if self.program else f"process {self.token}"
@@ -101,7 +107,10 @@ def read_parts(folder: Path) -> tuple[list[Part], list[str]]:
                               None if data.get("libraries") is None else
                               {str(k): tuple(map(str, v)) for k, v in data["libraries"].items()},
                               _program(folder / f"{data['token']}.started"), data.get("own_launches") is True,
-                              {str(k): tuple(map(str, v)) for k, v in data.get("lost", {}).items()}))
+                              {str(k): tuple(map(str, v)) for k, v in data.get("lost", {}).items()},
+                              None if data.get("host_functions") is None else
+                              {str(scope): {str(n): tuple(map(str, f)) for n, f in images.items()}
+                               for scope, images in data["host_functions"].items()}))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RecordingError(f"{path}: not a recorder part file ({e})") from None
     return parts, _unwritten(folder)
@@ -247,7 +256,20 @@ def step_record(folder: Path, step: str, commit: str, interrupted: str = "") -> 
     if all(p.libraries is not None for p in parts):
         record["libraries"] = sorted({n for p in parts for names in (p.libraries or {}).values() for n in names}
                                      .union(*(u.libraries for u in unseen)))
+    if _any_host_coverage(parts) and all(p.host_functions is not None for p in parts):
+        ran: dict[str, set[str]] = {}
+        for p in parts:
+            for images in (p.host_functions or {}).values():
+                for name, functions in images.items():
+                    ran.setdefault(name, set()).update(functions)
+        unknown = set().union(*(u.libraries for u in unseen))  # what a native child ran there is not known
+        record["host_functions"] = {n: sorted(f) for n, f in sorted(ran.items()) if n not in unknown}
     return record
+
+
+def _any_host_coverage(parts: list[Part]) -> bool:
+    """Whether some process ran code built with host coverage (else records say nothing of host functions)."""
+    return any(images for p in parts for images in (p.host_functions or {}).values())
 
 
 def in_scope(test: str, scope: str) -> bool:
@@ -284,12 +306,15 @@ def test_records(folder: Path, tests: list[str], commit: str, interrupted: str =
             reached = {t for scope in (part.scope, *part.kernels) for t in _targets(scope, tests, found)}
             for t in reached | {t for t in lived if t in own}:
                 own[t].append(f"{part.name()}: {part.reason}")
+    hosts = _host_functions(parts, tests, found)
     for u in read_unseen(folder):
         later = _begun(u.log, max(u.at, 0), u.end) if u.log else tests  # no end seen: every test from its start on
         for t in set(_targets(u.scope, tests, found)) | {t for t in later if t in own}:
             if u.problems:
                 own[t].append(u.why())
             loaded[t].update(u.libraries)
+            if hosts is not None and hosts[t] is not None:  # what it ran in them is not known: none listed
+                hosts[t] = {n: f for n, f in hosts[t].items() if n not in u.libraries}
     records = [{"test": t, "kernels": sorted(found[t]), "complete": not (problems or own[t]), "commit": commit,
                 "reason": "; ".join(problems + own[t]), "processes": len(parts) + len(died)} for t in tests]
     if all(p.libraries is not None for p in parts):  # else some process could not say what it had loaded
@@ -298,7 +323,33 @@ def test_records(folder: Path, tests: list[str], commit: str, interrupted: str =
     if any(p.python is not None for p in parts):
         for record, python in zip(records, _python_records(parts, tests, found), strict=True):
             record.update(python)
+    for record in records if hosts is not None else ():
+        ran = hosts[record["test"]]  # type: ignore[index]
+        if ran is not None:
+            record["host_functions"] = {n: sorted(f) for n, f in sorted(ran.items())}
     return records
+
+
+def _host_functions(parts: list[Part], tests: list[str], known: dict[str, Any]
+                    ) -> dict[str, dict[str, set[str]] | None] | None:
+    """Each test's host functions, image by image, attributed as its kernels are (None for a test a process
+    that could not say served); None when no process ran code built with host coverage."""
+    if not _any_host_coverage(parts):
+        return None
+    found: dict[str, dict[str, set[str]] | None] = {t: {} for t in tests}
+    for part in parts:
+        lived = {t for t in _begun(*part.window) if t in found} if part.window is not None else set()
+        if part.host_functions is None:
+            for t in set(_targets(part.scope, tests, known)) | lived:
+                found[t] = None
+            continue
+        for scope, images in part.host_functions.items():
+            for t in set(_targets(scope, tests, known)) | lived:
+                ran = found[t]
+                if ran is not None:
+                    for name, functions in images.items():
+                        ran.setdefault(name, set()).update(functions)
+    return found
 
 
 def _python_records(parts: list[Part], tests: list[str], known: dict[str, Any]) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 
 from .. import _atomic
 from . import libraries, native, spawns, timeline, tree
+from .hostcoverage import HostCoverage
 from .profilers import ProfilerWatch
 from .pycoverage import ROOT_VARIABLE, PythonCoverage
 from .hook import FOLDER_VARIABLE, SCOPE_VARIABLE, SPAWN_VARIABLE, TESTS_VARIABLE
@@ -83,6 +84,8 @@ class ProcessRecorder:
         self._taken = ""  # why another CUPTI client holds this process's records now, until reclaim
         self._foreign = ""  # another client was seen: it may disable CUPTI's kinds whenever it stops
         self.profilers: ProfilerWatch | None = None
+        self.host = HostCoverage(scope)  # the host functions each scope ran (a build with host coverage)
+        self._host_scope = scope  # the innermost scope being attributed to
 
     # -- life cycle -------------------------------------------------------
 
@@ -196,6 +199,7 @@ class ProcessRecorder:
         if self.window is not None and self.log is not None:
             self.window = (self.window[0], timeline.end(self.log))
         python = self.python.finish(self.default_scope) if self.python is not None else {}
+        self.host.take(self.default_scope)
         self.note_libraries(self.default_scope, new_only=True)
         with self._lock:
             for name in self._pending.values():  # launches that carried no external id
@@ -214,6 +218,7 @@ class ProcessRecorder:
                 "lost": self.lost,
             }
             part.update(python)
+            part.update(self.host.part())
             if self.libraries is not None:
                 part["libraries"] = {scope: sorted(names) for scope, names in sorted(self.libraries.items())}
             if self.window is not None:
@@ -324,6 +329,8 @@ class ProcessRecorder:
         if self._taken:  # another client holds CUPTI's records: this scope's launches go to it too
             self._lose(scope)
         pushed = self.backend is not None and self.backend.push(ext)
+        outer, self._host_scope = self._host_scope, scope
+        self.host.take(outer)  # the host functions that ran before the block: where they ran
         try:
             if self.python is not None:
                 with self.python.attributing(scope):
@@ -331,6 +338,8 @@ class ProcessRecorder:
             else:
                 yield
         finally:
+            self.host.take(scope)
+            self._host_scope = outer
             if pushed:
                 self.backend.pop()
 

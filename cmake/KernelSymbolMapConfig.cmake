@@ -43,7 +43,8 @@ setuptools-driven and plain CMake builds; or through ``KernelSymbolMap_DIR``.
   every mapped target with ``-finstrument-functions -ffunction-sections``
   (through ``-Xcompiler`` for CUDA sources) and links a small runtime,
   compiled from this package's ``kernel_symbol_map_coverage.c``, into each
-  mapped library and executable. The recorder then lists, in each test's
+  mapped library and executable, and keeps an install from stripping their
+  symbol tables. The recorder then lists, in each test's
   record, the host functions the test ran (``host_functions``), and ``select
   --base-map`` sends a host change only to the tests that ran a changed
   function. It is for a CI build: every function entered costs a call.
@@ -262,6 +263,9 @@ endif()" COMPONENT "${component}")
   set(host_coverage "")
   if(ARG_HOST_COVERAGE OR KERNEL_SYMBOL_MAP_HOST_COVERAGE)
     set(host_coverage ON)
+    # The recorder names the functions a test ran by the libraries' symbol tables: an install that strips
+    # (scikit-build-core's default) must not strip them. Declared before the project's own install() rules.
+    install(CODE "set(CMAKE_INSTALL_DO_STRIP OFF)" ALL_COMPONENTS)
   endif()
 
   # Targets may be defined after this call: finish at the end of the top-level directory.

@@ -13,6 +13,8 @@ import toolchains
 from toolchains import DATA, require, run, run_all
 
 ROOT = Path(__file__).resolve().parents[1]
+# The test projects' own suites (tests/projects/*/tests) run only where a test builds and records them.
+collect_ignore_glob = ["projects/*"]
 pytest_plugins = ["pytester"]  # the recorder's plugin is tested in a pytest run of its own
 
 # Three gencode archs with PTX, as issue 2's matrix asks.

@@ -74,3 +74,54 @@ def test_a_path_rule_does_not_decide_when_a_header_changed_under_another_spellin
     both = reach(["b.cpp", "include/ver.h"])
     assert not both.rule and set(both.tests) == {"t_b"}
     assert reach(["./b.cpp"]).rule  # the source, however spelled
+
+
+# Function scope: b.cpp's host code split by function, compiled with host coverage, and b_helper changed.
+B_HELPER = HostChange("b.cpp.o", "b", "b.cpp", "changed", frozenset(), {"_Z8b_helperv": "changed"}, "",
+                      frozenset())
+
+
+def _ran(*recordings: tuple[str, set[str], set[str], dict[str, set[str]] | None], change: HostChange = B_HELPER,
+         scope: str = "functions") -> dict[str, tuple[str, str]]:
+    recs = [Recording(t, frozenset(k), True, "c", "rec", libraries=frozenset(libs) if libs else None,
+                      host_functions=None if ran is None else {n: frozenset(f) for n, f in ran.items()})
+            for t, k, libs, ran in recordings]
+    reach = HostScope([MAP], [r.test for r in recs], recs, scope).reach(change)
+    assert not reach.everything and not reach.kernels, reach
+    return reach.tests
+
+
+def test_a_changed_function_reaches_the_tests_that_ran_it() -> None:
+    tests = _ran(("t_ran", set(), {"libb.so"}, {"libb.so": {"_Z8b_helperv"}}),
+                 ("t_loaded", set(), {"libb.so"}, {"libb.so": {"_Z5otherv"}}),
+                 ("t_elsewhere", set(), {"liba.so"}, {"liba.so": {"_Z8b_helperv"}}))
+    assert set(tests) == {"t_ran"} and tests["t_ran"][0] == "ran" and "b_helper()" in tests["t_ran"][1]
+    # the library's file as the loader named it (a SONAME with a version): the same file
+    assert set(_ran(("t", set(), {"libb.so.1"}, {"libb.so.1": {"_Z8b_helperv"}}))) == {"t"}
+
+
+def test_a_test_without_host_functions_for_the_library_gets_the_library_scope() -> None:
+    tests = _ran(("t_none", set(), {"libb.so"}, None),  # recorded without host coverage
+                 ("t_other", set(), {"libb.so", "liba.so"}, {"liba.so": set()}),  # libb.so not instrumented
+                 ("t_ran_none", set(), {"libb.so"}, {"libb.so": set()}))
+    assert set(tests) == {"t_none", "t_other"}
+    assert "lists no host functions" in tests["t_none"][1] and "not built with host coverage" in tests["t_other"][1]
+
+
+def test_what_coverage_cannot_narrow_gets_the_library_scope() -> None:
+    ran_none = ("t", set(), {"libb.so"}, {"libb.so": set()})
+    for whole in ("data", "static initialiser _GLOBAL__sub_I_b.cpp", "the object is in the change only"):
+        assert set(_ran(ran_none, change=HostChange(**{**B_HELPER.__dict__, "whole": whole}))) == {"t"}
+    unseen = HostChange(**{**B_HELPER.__dict__, "unseen": frozenset({"_Z8b_helperv"})})  # no_instrument_function
+    assert set(_ran(ran_none, change=unseen)) == {"t"}
+    uninstrumented = HostChange(**{**B_HELPER.__dict__, "unseen": None})  # the base was built without coverage
+    assert set(_ran(ran_none, change=uninstrumented)) == {"t"}
+    assert set(_ran(ran_none, scope="libraries")) == {"t"}
+
+
+def test_a_test_recorded_without_libraries_that_launched_the_objects_kernel_still_runs() -> None:
+    change = HostChange("a.cu.o", "a", "a.cu", "changed", frozenset({"a_k"}), {"_Z8launchv": "changed"}, "",
+                        frozenset())
+    tests = _ran(("t_old", {"a_k"}, set(), None), ("t_new", {"a_k"}, {"liba.so"}, {"liba.so": set()}),
+                 change=change)
+    assert set(tests) == {"t_old"}  # t_new ran no changed function; the kernel's code did not change

@@ -36,3 +36,8 @@ def attention(tokens: int = 8, head_dim: int = 64) -> None:
 def reduce(n: int = 256) -> None:
     """csrc/reduce.cu: sum_kernel and scale_kernel<double>."""
     _check(_library("_reduce").cuda_ext_reduce(n), "reduce")
+
+
+def version() -> int:
+    """csrc/host_only.cpp: host code alone."""
+    return int(_library("_ops").cuda_ext_version())

@@ -112,7 +112,7 @@ def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: 
         return unitnames.masked(raw(x), unit)
 
     def named(x: Header) -> bytes:
-        return unitnames.masked(TMPXFT.sub(MASKED, x.name) if b"tmpxft_" in x.name else x.name, unit)
+        return section_name(x, unit)
 
     kept = [i for i, x in enumerate(headers)
             if not (i in skip or i in hidden or (x.type in (SHT_REL, SHT_RELA) and x.info in hidden | unread))]
@@ -135,6 +135,12 @@ def host_digest(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: 
         x = headers[i]
         feed(h, named(x), x.type, x.flags, x.entsize, x.size, contents(x))
     return h.hexdigest()
+
+
+def section_name(x: Header, unit: bytes | None) -> bytes:
+    """A section's name as another folder's build names it: nvcc's temporary name and the unit's hash masked
+    (``.text.startup._GLOBAL__sub_I_tmpxft_...``)."""
+    return unitnames.masked(TMPXFT.sub(MASKED, x.name) if b"tmpxft_" in x.name else x.name, unit)
 
 
 def _unit(elf: ElfFile, headers: list[Header], tables: list[int], hidden: set[int], unread: set[int],
@@ -177,7 +183,7 @@ def data_digest(elf: ElfFile, headers: list[Header], hidden: set[int], code: set
         return unitnames.masked(_read(elf, x), unit)
 
     def named(x: Header) -> bytes:
-        return unitnames.masked(TMPXFT.sub(MASKED, x.name) if b"tmpxft_" in x.name else x.name, unit)
+        return section_name(x, unit)
 
     relocations = [i for i, x in enumerate(headers) if x.type == SHT_RELA and x.link in tables]
     rows = {t: elf.symbol_rows(elf.section_at(t)) for t in tables}
@@ -277,7 +283,8 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
             masked = _TMPXFT_TEXT.sub("tmpxft", name) if "tmpxft_" in name else name
             if unit is not None and unit.decode() in masked:
                 masked = unitnames.masked(masked.encode(), unit).decode()
-            if dropped and (shndx in dropped or shndx == SHN_UNDEF):  # a relocation may still point at it
+            if dropped and (shndx in dropped or shndx == SHN_UNDEF or shndx in strings):  # a relocation may still
+                # point at it (a label in a string pool, .LC0: the string it labels)
                 refs.append(("section", shndx) if info & 0xF == STT_SECTION else ("symbol", masked, shndx, value))
                 continue
             if info & 0xF == STT_SECTION:

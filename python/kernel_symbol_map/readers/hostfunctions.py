@@ -44,7 +44,7 @@ from ._digest import new
 from .elf import SHF_EXECINSTR, SHT_NOBITS, SHT_RELA, SHT_SYMTAB, STT_FUNC, STT_SECTION, ElfFile, Elf64_Rela, Header
 from .hostdigest import (
     DEVICE_SEGMENTS, MASKED, NOT_CODE, SHF_MERGE, SHF_STRINGS, TMPXFT, _masked_strings, _STR_ALIGN, data_digest,
-    feed, unit_of,
+    feed, section_name, unit_of,
 )
 from .folders import NONE, Folders
 from .. import _unitnames as unitnames
@@ -104,7 +104,7 @@ def host_parts(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: b
         return unitnames.masked(masked, unit).decode()
 
     def section_key(i: int) -> bytes:
-        return unitnames.masked(TMPXFT.sub(MASKED, headers[i].name), unit) if i < len(headers) else b"%d" % i
+        return section_name(headers[i], unit) if i < len(headers) else b"%d" % i
 
     at: dict[tuple[int, int], list[str]] = {}
     sizes: dict[tuple[int, int], int] = {}
@@ -148,7 +148,8 @@ def host_parts(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: b
         if index >= len(rows):
             raise elf.blob.error(f"a relocation names symbol {index}, past the symbol table")
         _, info, _other, shndx, value, _size = rows[index]
-        if info & 0xF != STT_SECTION:
+        pooled = shndx in strings or shndx < len(headers) and headers[shndx].flags & SHF_MERGE
+        if info & 0xF != STT_SECTION and not pooled:  # a label in a pool (.LC0) is the entry it labels
             return ("symbol", named(names[index]), addend)
         place = value + addend
         ahead = range(place, place + _AFTER + 1) if kind in _PC_RELATIVE else range(place, place + 1)

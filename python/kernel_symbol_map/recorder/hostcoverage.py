@@ -7,7 +7,8 @@ emptied by its one exported function, ``kernel_symbol_map_coverage_take``.
 :class:`HostCoverage` finds each copy among the images the process has
 loaded, asks every copy at each boundary of a scope (:meth:`take`), and names
 each address by its image's file name and the function symbol at it, from the
-image's own symbol table (``.symtab``; ``.dynsym`` where it was stripped).
+image's own symbol table (``.symtab``: a stripped image names no static
+function, and its tests list no host functions).
 
 A scope's entry lists every image with a runtime known by then, an image
 that ran nothing with no function: a consumer tells "ran none" from "was not
@@ -22,6 +23,7 @@ in one window than its table holds).
 
 from __future__ import annotations
 
+import _ctypes
 import bisect
 import ctypes
 import os
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 
 from ..errors import FormatError
 from ..readers._blob import OpenFile
-from ..readers.elf import SHT_DYNSYM, SHT_SYMTAB, STT_FUNC, ElfFile
+from ..readers.elf import SHT_SYMTAB, STT_FUNC, ElfFile
 from . import libraries
 
 TAKE = "kernel_symbol_map_coverage_take"
@@ -119,10 +121,14 @@ class HostCoverage:
             self._checked.add(path)
             try:
                 handle = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            except OSError:
+                continue  # not loadable by name (the vDSO)
+            try:
                 take = getattr(handle, TAKE)
                 capacity = getattr(handle, CAPACITY)
-            except (OSError, AttributeError):
-                continue  # not loadable by name (the vDSO), or no runtime in reach
+            except AttributeError:  # no runtime in reach: the image may be unloaded as if never looked at
+                _ctypes.dlclose(handle._handle)
+                continue
             address = ctypes.cast(take, ctypes.c_void_p).value or 0
             info = _DlInfo()
             if address in self._runtimes or not self._dladdr(address, ctypes.byref(info)):
@@ -138,7 +144,7 @@ class HostCoverage:
             try:
                 self._images[image] = _symbols(image, info.dli_fbase or 0)
             except (OSError, FormatError) as e:
-                self.problem = self.problem or f"host coverage: the symbols of {image} cannot be read ({e})"
+                self.problem = self.problem or f"host coverage: the symbols of {e}"
             found = True
         return found
 
@@ -155,7 +161,7 @@ class HostCoverage:
             try:
                 image = self._images[path] = _symbols(path, info.dli_fbase or 0)
             except (OSError, FormatError) as e:
-                self.problem = self.problem or f"host coverage: the symbols of {path} cannot be read ({e})"
+                self.problem = self.problem or f"host coverage: the symbols of {e}"
                 return None
         key = address - image.base
         k = bisect.bisect_left(image.starts, key)
@@ -170,9 +176,9 @@ def _symbols(path: str, base: int) -> _Image:
     names = tuple(sorted(libraries.file_names([path])))
     with OpenFile(path) as blob:
         elf = ElfFile(blob)
-        table = elf.symbol_table(SHT_SYMTAB, SHT_DYNSYM)
-        if table is None:
-            raise FormatError(f"{path}: no symbol table")
+        table = elf.symbol_table(SHT_SYMTAB)
+        if table is None:  # .dynsym names only what it exports: a static function would be in no symbol
+            raise FormatError(path, "no symbol table (stripped: with scikit-build-core, -C install.strip=false)")
         rows, symbols = elf.symbol_rows(table)
     at: dict[int, set[str]] = {}
     for (_, info, _other, shndx, value, _size), name in zip(rows, symbols):

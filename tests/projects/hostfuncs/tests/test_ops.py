@@ -2,6 +2,8 @@
 
 import ctypes
 import os
+import subprocess
+import sys
 
 OPS = ctypes.CDLL(os.environ["HOSTFUNCS_LIB"])
 SCALE = "_Z12scale_kernelPfi"
@@ -27,3 +29,10 @@ def test_version():
 
 def test_loaded():
     assert OPS is not None
+
+
+def test_child():
+    """A process no recorder sees (Python without its site hook), followed by the loader's audit library: what
+    it ran in libops.so is not known."""
+    code = f"import ctypes; ctypes.CDLL({os.environ['HOSTFUNCS_LIB']!r}).ops_version()"
+    subprocess.run([sys.executable, "-S", "-c", code], check=True)

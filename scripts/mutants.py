@@ -2032,7 +2032,10 @@ MUTANTS = [
            '"$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-finstrument-functions$<COMMA>-ffunction-sections>"', '',
            (HOST_COVERAGE,)),
     Mutant("42.M33", "an install strips the libraries host coverage names functions by", "cmake:KernelSymbolMapConfig.cmake",
-           '    install(CODE "set(CMAKE_INSTALL_DO_STRIP OFF)" ALL_COMPONENTS)', "", ("tests/test_cmake_package.py",)),
+           '    install(CODE "set(CMAKE_INSTALL_DO_STRIP OFF)" ALL_COMPONENTS)', "", (HOST_COVERAGE,)),
+    Mutant("42.M34", "the data is digested in the order the build put its sections in", "readers/hostdigest.py",
+           "    out = sections.append if dropped else (lambda fields: feed(h, *fields))",
+           "    out = lambda fields: feed(h, *fields)  # noqa: E731", (HOST_PARTS,)),
 ]
 
 

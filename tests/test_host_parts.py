@@ -35,6 +35,7 @@ double h(double y) { return y * 1.5; }
 void k() { g1(); }
 int other(int x) { return x + counter; }
 int caught() { try { g1(); } catch (A&) { return 1; } return 0; }
+void thrower(int x) { if (x) throw A(); throw B(); }  // both types' typeinfo, whichever is caught
 """
 EDITS = {  # edit -> (old, new, the functions that must differ, data differs, a static initialiser differs)
     "string": ('"f: negative"', '"f: below zero"', {"_Z1fi"}, False),
@@ -47,11 +48,12 @@ EDITS = {  # edit -> (old, new, the functions that must differ, data differs, a 
 }
 
 
-def _compile(tmp: Path, name: str, source: str, *flags: str, folder: str = "x") -> HostParts | str:
+def _compile(tmp: Path, name: str, source: str, *flags: str, folder: str = "x", pic: str = "-fPIC"
+             ) -> HostParts | str:
     where = tmp / folder / name
     where.mkdir(parents=True, exist_ok=True)
     (where / "t.cpp").write_text(source)
-    subprocess.run(["g++", "-c", "-O2", "-fPIC", *flags, "t.cpp", "-o", "t.o"], cwd=where, check=True)
+    subprocess.run(["g++", "-c", "-O2", pic, *flags, "t.cpp", "-o", "t.o"], cwd=where, check=True)
     with OpenFile(where / "t.o") as blob:
         return host_parts(ElfFile(blob), frozenset(), b"__CLANG_OFFLOAD_BUNDLE__", Folders({str(tmp / folder): "source"}))
 
@@ -107,3 +109,19 @@ def test_host_coverage_sees_every_function_but_the_uninstrumented(gxx: str, tmp_
     assert isinstance(plain, HostParts) and plain.unseen is None  # not compiled with host coverage
     assert isinstance(covered, HostParts) and covered.unseen is not None
     assert "_Z5quieti" in covered.unseen and "_Z1fi" not in covered.unseen
+
+
+def test_the_type_a_handler_catches_is_data_and_the_order_of_sections_is_not(gxx: str, tmp_path: Path) -> None:
+    """Without -fPIC an exception table names the type it catches directly (no DW.ref symbol in the data); and
+    swapping which type is caught swaps the order gcc emits the two types' sections in, which is no change."""
+    old, new, _, _ = EDITS["handler"]
+    before = _compile(tmp_path, "a", BASE, pic="-fno-pic")
+    after = _compile(tmp_path, "b", BASE.replace(old, new), pic="-fno-pic")
+    assert isinstance(before, HostParts) and isinstance(after, HostParts)
+    assert before.data != after.data
+    two = "struct C {}; struct D {};\n"
+    first, second = "void tc() { throw C(); }\n", "void td() { throw D(); }\n"
+    reordered = _compile(tmp_path, "c", BASE + two + second + first, "-ffunction-sections")
+    again = _compile(tmp_path, "d", BASE + two + first + second, "-ffunction-sections")
+    assert isinstance(reordered, HostParts) and isinstance(again, HostParts)
+    assert reordered.data == again.data

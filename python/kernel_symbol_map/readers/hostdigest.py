@@ -249,8 +249,9 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
     the names of its members.
 
     With ``dropped`` (:func:`data_digest`), the symbols of those sections,
-    undefined symbols and string pools are left out, and a group names only
-    its members that are not dropped; ``located`` names a place in a dropped
+    undefined symbols and string pools are left out, a group names only
+    its members that are not dropped, and sections and symbols are taken in
+    the order of what they say, not of where the build put them; ``located`` names a place in a dropped
     section (the function there).
     """
     key = {i: (_STR_ALIGN.sub(b".str", named(x)) if i in strings else named(x)) for i, x in enumerate(headers)}
@@ -295,9 +296,11 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
             refs.append(("symbol", masked, shndx, value))
             facts.append((masked, info, other, *where(shndx, value), 0 if shndx in hidden else size))
         symbols[i] = refs
-        feed(h, b"symbols", repr(facts))
+        feed(h, b"symbols", repr(sorted(facts, key=repr) if dropped else facts))
     for family, texts in sorted(pools.items()) if not dropped else ():
         feed(h, family, *sorted(texts))
+    sections: list[tuple[bytes | str | int, ...]] = []  # data alone: in the order of their names, not the build's
+    out = sections.append if dropped else (lambda fields: feed(h, *fields))
     for i in kept:
         x = headers[i]
         if i in strings:
@@ -324,7 +327,9 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
                 else:
                     entries.append((offset, info & 0xFFFFFFFF, ref[1], addend))
             data = repr(entries).encode()
-            feed(h, key[x.info] if x.info in key else x.info, x.type, data)  # which section it relocates
+            out((key[x.info] if x.info in key else x.info, x.type, data))  # which section it relocates
             continue
-        feed(h, key[i], x.type, x.flags, x.entsize, x.size, data)
+        out((key[i], x.type, x.flags, x.entsize, x.size, data))
+    for fields in sorted(sections, key=repr):
+        feed(h, *fields)
     return h.hexdigest()

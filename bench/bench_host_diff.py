@@ -11,8 +11,10 @@ Opt-in, never part of ``scripts/test``. For each commit:
    ``bench_emitted_ggml.py`` configures it, plus ``-ffunction-sections`` for C, C++ and CUDA's host code).
 2. Only the objects compiled from the files the commit changed are built (their targets from
    ``compile_commands.json``): a whole ggml CUDA build is 45 minutes here, one of its objects a few.
-3. Each object's host code by parts (``readers.hostfunctions``), compared: the functions whose digests
-   differ, by demangled name, and whether its data or a static initialiser differs.
+3. Each object's host code by parts (``readers.hostfunctions``, each build's folders masked as ``build``
+   masks them), compared: the functions whose digests differ, by demangled name, and whether its data or a
+   static initialiser differs. ``--noise`` builds the commit in the first folder too, after, and says what
+   differs between the two folders' builds of one commit (must be nothing).
 
 This is the granularity ``select``'s function scope works at; how many tests it runs depends on which
 tests ran those functions, which only recordings of a coverage build say (for ggml's CUDA backend, on a
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -38,6 +41,7 @@ from kernel_symbol_map.consumer.names import full  # noqa: E402
 from kernel_symbol_map.producer.extract import _DEVICE_SECTIONS  # noqa: E402
 from kernel_symbol_map.readers._blob import OpenFile  # noqa: E402
 from kernel_symbol_map.readers.elf import ElfFile  # noqa: E402
+from kernel_symbol_map.readers.folders import Folders  # noqa: E402
 from kernel_symbol_map.readers.hostfunctions import HostParts, host_parts  # noqa: E402
 
 FOLDERS = ("x", "y-a-second-runner-with-a-longer-folder")
@@ -81,15 +85,18 @@ def objects_of(build: Path, src: Path, files: list[str]) -> list[str]:
     found = []
     for entry in json.loads((build / "compile_commands.json").read_text()):
         source = str((Path(entry["directory"]) / entry["file"]).resolve())
-        if source in wanted and "output" in entry:
-            found.append(entry["output"])
+        words = shlex.split(entry["command"])
+        output = entry.get("output") or (words[words.index("-o") + 1] if "-o" in words else None)
+        if source in wanted and output:
+            found.append(output)
     return sorted(found)
 
 
-def parts(path: Path) -> HostParts | str:
+def parts(path: Path, build: Path) -> HostParts | str:
+    """The host parts of the object at ``path``, its build's folders masked as ``build`` masks them."""
+    folders = Folders({str(build.parent / "src"): "source", str(build): "build0"})
     with OpenFile(path) as blob:
-        return host_parts(ElfFile(blob), frozenset(n.encode() for n in ()) | frozenset(_DEVICE_SECTIONS),
-                          b"__CLANG_OFFLOAD_BUNDLE__")
+        return host_parts(ElfFile(blob), _DEVICE_SECTIONS, b"__CLANG_OFFLOAD_BUNDLE__", folders)
 
 
 def compare(before: HostParts, after: HostParts) -> tuple[dict[str, str], list[str]]:
@@ -116,6 +123,7 @@ def main() -> int:
     parser.add_argument("--project", choices=("ggml", "plain"), default="ggml")
     parser.add_argument("--work", type=Path, default=ROOT / ".cache" / "hostdiff")
     parser.add_argument("--cmake-arg", action="append", default=[])
+    parser.add_argument("--noise", action="store_true", help="then build the commit in the first folder too")
     args = parser.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -135,7 +143,7 @@ def main() -> int:
         print(f"\n{commit[:8]} {subject}\n{len(files)} files changed; {len(targets[1])} objects built in both "
               f"folders in {seconds:.0f} s")
         for obj in sorted(set(targets[0]) & set(targets[1])):
-            before, after = parts(builds[0] / obj), parts(builds[1] / obj)
+            before, after = parts(builds[0] / obj, builds[0]), parts(builds[1] / obj, builds[1])
             if isinstance(before, str) or isinstance(after, str):
                 print(f"- {obj}: compared whole ({before if isinstance(before, str) else after})")
                 continue
@@ -144,6 +152,13 @@ def main() -> int:
                   f"{'; ' + ', '.join(also) if also else ''}")
             for name, how in functions.items():
                 print(f"    {how}: {full(name)[:160]}")
+        if args.noise:
+            run(["git", "-C", builds[0].parent / "src", "checkout", "--quiet", "--force", "--detach", commit])
+            run(["nice", "-n", "19", "ninja", "-C", builds[0], *targets[0]])
+            for obj in sorted(set(targets[0]) & set(targets[1])):
+                a, b = parts(builds[0] / obj, builds[0]), parts(builds[1] / obj, builds[1])
+                differ = compare(a, b) if isinstance(a, HostParts) and isinstance(b, HostParts) else "whole"
+                print(f"- noise, {obj} of {commit[:8]} in the two folders: {differ}")
     return 0
 
 

@@ -27,7 +27,7 @@ BASE = r"""
 #include <stdexcept>
 struct A {}; struct B {};
 int table[4] = {1, 2, 3, 4};
-void g1(); void g2();
+void g1(); void g2(); int g0(int);
 static int counter;
 struct Init { Init() { counter = 7; } } init;
 int f(int x) { if (x < 0) { std::puts("f: negative"); return -1; } return x * 3 + table[x & 3]; }
@@ -36,6 +36,12 @@ void k() { g1(); }
 int other(int x) { return x + counter; }
 int caught() { try { g1(); } catch (A&) { return 1; } return 0; }
 void thrower(int x) { if (x) throw A(); throw B(); }  // both types' typeinfo, whichever is caught
+int dispatch(int op, int x) {  // a jump table in .rodata, pointing into the function
+  switch (op) {
+    case 0: return x + 1; case 1: return x * 7; case 2: return x - 3; case 3: return x ^ 9;
+    case 4: return x << 2; case 5: return x / 5; case 6: return g0(x); default: return 0;
+  }
+}
 """
 EDITS = {  # edit -> (old, new, the functions that must differ, data differs, a static initialiser differs)
     "string": ('"f: negative"', '"f: below zero"', {"_Z1fi"}, False),
@@ -45,6 +51,8 @@ EDITS = {  # edit -> (old, new, the functions that must differ, data differs, a 
     "data": ("{1, 2, 3, 4}", "{1, 2, 3, 5}", set(), True),
     "initialiser": ("counter = 7;", "counter = 8;", {"_GLOBAL__sub_I_t.cpp"}, False),  # Init() inlined there
     "handler": ("catch (A&)", "catch (B&)", None, True),  # the type caught: data, whatever the code does
+    "case": ("return x * 7;", "return x * 11;", {"_Z8dispatchii"}, False),  # its jump table is its own
+    "cases": ("case 0: return x + 1; case 1:", "case 1: return x + 1; case 0:", {"_Z8dispatchii"}, False),
 }
 
 

@@ -54,6 +54,7 @@ SHF_STRINGS = 0x20
 SHF_MERGE = 0x10
 SHT_GROUP = 17
 _STR_ALIGN = regex.compile(rb"\.str1\.\d+$")  # .rodata.str1.8: strings aligned to 8, of one set with .str1.1
+_NUMBERED = regex.compile(r"\.\d+$")  # a local object's number, in the order GCC made it (CSWTCH.9473)
 NOT_CODE = (b".debug_", b".zdebug_", b".gnu_debuglink", b".note.gnu.build-id")
 BEFORE = 8  # a PC-relative relocation's addend points up to 8 bytes before its string (x86-64: -4, -5...)
 WHOLE = 1 << 20  # an ELF up to this size is read once and sliced per section; a larger one section by section
@@ -288,6 +289,8 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
                 # point at it (a label in a string pool, .LC0: the string it labels)
                 refs.append(("section", shndx) if info & 0xF == STT_SECTION else ("symbol", masked, shndx, value))
                 continue
+            if dropped and info >> 4 == 0 and info & 0xF != STT_SECTION:  # a local's number (CSWTCH.9473) is
+                masked = _NUMBERED.sub("", masked)  # the order the compiler made it in
             if info & 0xF == STT_SECTION:
                 refs.append(("section", shndx))  # where a relocation points, resolved with its addend
                 if shndx not in strings:

@@ -44,7 +44,7 @@ from ._digest import new
 from .elf import SHF_EXECINSTR, SHT_NOBITS, SHT_RELA, SHT_SYMTAB, STT_FUNC, STT_SECTION, ElfFile, Elf64_Rela, Header
 from .hostdigest import (
     DEVICE_SEGMENTS, MASKED, NOT_CODE, SHF_MERGE, SHF_STRINGS, TMPXFT, _masked_strings, _STR_ALIGN, data_digest,
-    feed, section_name, unit_of,
+    feed, section_name, unit_of, _NUMBERED,
 )
 from .folders import NONE, Folders
 from .. import _unitnames as unitnames
@@ -56,6 +56,7 @@ _STARTERS = (b".init_array", b".fini_array", b".preinit_array", b".ctors", b".dt
 _PC_RELATIVE = frozenset({2, 4, 9, 41, 42})
 _AFTER = 12  # how far past a PC-relative addend its place may lie (the field, an immediate after it)
 ENTRY = "__cyg_profile_func_enter"  # what -finstrument-functions calls as each function starts
+STB_LOCAL = 0
 PADDING = 64  # code between two functions no longer than this may be alignment...
 # ...when made of these bytes: x86-64's one- and multi-byte no-ops and int3, AArch64's nop (d503201f), zeros
 _FILL = bytes({0x00, 0x0F, 0x1F, 0x2E, 0x40, 0x44, 0x66, 0x80, 0x84, 0x90, 0xCC, 0x20, 0x03, 0xD5})
@@ -150,7 +151,10 @@ def host_parts(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: b
         _, info, _other, shndx, value, _size = rows[index]
         pooled = shndx in strings or shndx < len(headers) and headers[shndx].flags & SHF_MERGE
         if info & 0xF != STT_SECTION and not pooled:  # a label in a pool (.LC0) is the entry it labels
-            return ("symbol", named(names[index]), addend)
+            name = named(names[index])
+            if info >> 4 == STB_LOCAL and info & 0xF != STT_FUNC:  # CSWTCH.9473: numbered in the order made
+                name = _NUMBERED.sub("", name)
+            return ("symbol", name, addend)
         place = value + addend
         ahead = range(place, place + _AFTER + 1) if kind in _PC_RELATIVE else range(place, place + 1)
         if shndx in strings:
@@ -172,22 +176,36 @@ def host_parts(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: b
             return ("constant", section_key(shndx), data[max(place - 8, 0): place + headers[shndx].entsize + _AFTER])
         return ("section", section_key(shndx), place)
 
+    def owner(shndx: int, place: int) -> _Function | None:
+        """The function a place in code belongs to: the last one to start at or before it (a jump table's
+        entry points into its function, at an offset that may also count the entry's place in the table)."""
+        k = bisect.bisect_right(starts.get(shndx, []), place) - 1
+        return by_section[shndx][k] if k >= 0 else None
+
     relocated: dict[int, list[tuple[int, int, int, int]]] = {}  # code section -> its relocations
     starters: list[tuple[int, int, int]] = []  # what .init_array and the like point at
-    for i, x in enumerate(headers):
-        if x.type != SHT_RELA or x.link != tables[0]:
-            continue
-        if x.info in code or _starter(headers, x.info):
-            data = raw(i)
-            if len(data) % Elf64_Rela.size:
-                raise elf.blob.error(f"relocation section {x.name!r} is not a whole number of entries")
-            entries = [(o, info & 0xFFFFFFFF, info >> 32, a) for o, info, a in Elf64_Rela.iter_unpack(data)]
-            if x.info in code:
-                relocated.setdefault(x.info, []).extend(entries)
-            else:
-                starters.extend((kind, index, addend) for _o, kind, index, addend in entries)
-
     found: dict[_Function, list[tuple[object, ...]]] = {f: [] for f in functions}
+    for i, x in enumerate(headers):
+        if x.type != SHT_RELA or x.link != tables[0] or x.info in hidden or x.info >= len(headers) \
+                or headers[x.info].name.startswith((*NOT_CODE, b".eh_frame", b".gcc_except_table")):
+            continue
+        data = raw(i)
+        if len(data) % Elf64_Rela.size:
+            raise elf.blob.error(f"relocation section {x.name!r} is not a whole number of entries")
+        entries = [(o, info & 0xFFFFFFFF, info >> 32, a) for o, info, a in Elf64_Rela.iter_unpack(data)]
+        if x.info in code:
+            relocated.setdefault(x.info, []).extend(entries)
+            continue
+        if _starter(headers, x.info):
+            starters.extend((kind, index, addend) for _o, kind, index, addend in entries)
+        for _offset, _kind, index, addend in sorted(entries):  # data that points into code: a jump table
+            if index >= len(rows):
+                raise elf.blob.error(f"{x.name!r} names symbol {index}, past the symbol table")
+            _, info, _other, shndx, value, _size = rows[index]
+            f = owner(shndx, value + addend) if info & 0xF == STT_SECTION and shndx in code else None
+            if f is not None:  # its entries' places in the function are the function's, by the table's order
+                found[f].append(("pointed at from", section_key(x.info), value + addend - f.start))
+
     for shndx, entries in relocated.items():
         for offset, kind, index, addend in entries:
             hit = function_at(shndx, offset)
@@ -212,8 +230,11 @@ def host_parts(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: b
         init.update(named(n) for n in hit[0].names)
 
     def located(shndx: int, place: int) -> tuple[object, ...]:
-        hit = function_at(shndx, place)
-        return ("function", named(hit[0].names[0]), hit[1]) if hit else ("section", section_key(shndx), place)
+        """A place in code as data refers to it: a function's start, or a place in one (its digest has where)."""
+        f = owner(shndx, place)
+        if f is None:
+            return ("section", section_key(shndx), place)
+        return ("function", named(f.names[0])) if place == f.start else ("in function", named(f.names[0]))
 
     unseen = frozenset(named(n) for f in functions if f not in entered for n in f.names) if entered else None
     return HostParts(digests, frozenset(init), data_digest(elf, headers, hidden, code, unit, located, folders), unseen)

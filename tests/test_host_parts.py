@@ -133,3 +133,28 @@ def test_the_type_a_handler_catches_is_data_and_the_order_of_sections_is_not(gxx
     again = _compile(tmp_path, "d", BASE + two + first + second, "-ffunction-sections")
     assert isinstance(reordered, HostParts) and isinstance(again, HostParts)
     assert reordered.data == again.data
+
+
+def test_a_jump_table_is_its_functions(gxx: str, tmp_path: Path) -> None:
+    """Two entries of dispatch()'s jump table swapped in the object, its code left as it is: dispatch() differs
+    (which case goes where is in the table alone), and the data does not (the table is the function's)."""
+    import struct
+
+    from kernel_symbol_map.readers.elf import Elf64_Rela
+
+    before = _compile(tmp_path, "a", BASE, "-ffunction-sections")
+    obj = tmp_path / "x" / "a" / "t.o"
+    data = bytearray(obj.read_bytes())
+    with OpenFile(obj) as blob:
+        table = ElfFile(blob).section(".rela.rodata")
+    assert table is not None and table.size >= 2 * Elf64_Rela.size
+    first, second = table.offset + 16, table.offset + Elf64_Rela.size + 16  # r_addend of entries 0 and 1
+    a, b = struct.unpack_from("<q", data, first)[0], struct.unpack_from("<q", data, second)[0]
+    struct.pack_into("<q", data, first, b - 4)  # each entry's target counts its place in the table: 4 bytes on
+    struct.pack_into("<q", data, second, a + 4)
+    obj.write_bytes(bytes(data))
+    with OpenFile(obj) as blob:
+        after = host_parts(ElfFile(blob), frozenset(), b"__CLANG_OFFLOAD_BUNDLE__")
+    assert isinstance(before, HostParts) and isinstance(after, HostParts)
+    changed = {n for n in before.functions if before.functions[n] != after.functions.get(n)}
+    assert changed == {"_Z8dispatchii"} and before.data == after.data, changed

@@ -48,6 +48,38 @@ def _real(path: str) -> str:
 def loaded() -> frozenset[str] | None:
     """This process's images by file name; None where the loader cannot be asked (not an ELF platform)."""
     global _last
+    walked = _walk(_last[0] if _last is not None else None)
+    if walked is None:
+        return None
+    counters, paths = walked
+    if paths is None:
+        return _last[1]  # type: ignore[index]
+    paths[0:1] = [_executable()]  # the first image is the program, named "" by the loader
+    names = frozenset(file_names(paths))
+    if counters is not None:
+        _last = (counters, names)
+    return names
+
+
+def loaded_paths() -> list[str]:
+    """The paths of the shared objects this process holds now, as the loader names them (no executable)."""
+    global _last_paths
+    walked = _walk(_last_paths[0] if _last_paths is not None else None)
+    if walked is None:
+        return []
+    counters, paths = walked
+    if paths is None:
+        return _last_paths[1]  # type: ignore[index]
+    paths = [p for p in paths if p and p not in _NOT_FILES]
+    if counters is not None:
+        _last_paths = (counters, paths)
+    return paths
+
+
+def _walk(last: tuple[int, int] | None) -> tuple[tuple[int, int] | None, list[str] | None] | None:
+    """(the loader's load and unload counters, every image's name as the loader has it, in its order); the
+    names None when the counters are ``last`` (nothing loaded or unloaded since); None when the loader
+    cannot be asked."""
     try:
         iterate = ctypes.CDLL(None).dl_iterate_phdr
     except (OSError, AttributeError):
@@ -59,47 +91,13 @@ def loaded() -> frozenset[str] | None:
         entry = info.contents
         if not counters and size >= ctypes.sizeof(_PhdrInfo):
             counters.append((entry.dlpi_adds, entry.dlpi_subs))
-            if _last is not None and _last[0] == counters[0]:
+            if last is not None and last == counters[0]:
                 return 1  # nothing loaded or unloaded since the last look: stop here
         paths.append(os.fsdecode(entry.dlpi_name or b""))
         return 0
 
     stopped = iterate(_CALLBACK(each), None)
-    if stopped and _last is not None:
-        return _last[1]
-    paths[0:1] = [_executable()]  # the first image is the program, named "" by the loader
-    names = frozenset(file_names(paths))
-    if counters:
-        _last = (counters[0], names)
-    return names
-
-
-def loaded_paths() -> list[str]:
-    """The paths of the shared objects this process holds now, as the loader names them (no executable)."""
-    try:
-        iterate = ctypes.CDLL(None).dl_iterate_phdr
-    except (OSError, AttributeError):
-        return []
-    global _last_paths
-    paths: list[str] = []
-    counters: list[tuple[int, int]] = []
-
-    def each(info: ctypes._Pointer, size: int, _data: ctypes.c_void_p) -> int:  # type: ignore[type-arg]
-        entry = info.contents
-        if not counters and size >= ctypes.sizeof(_PhdrInfo):
-            counters.append((entry.dlpi_adds, entry.dlpi_subs))
-            if _last_paths is not None and _last_paths[0] == counters[0]:
-                return 1  # nothing loaded or unloaded since the last look
-        name = os.fsdecode(entry.dlpi_name or b"")
-        if name and name not in _NOT_FILES:
-            paths.append(name)
-        return 0
-
-    if iterate(_CALLBACK(each), None) and _last_paths is not None:
-        return _last_paths[1]
-    if counters:
-        _last_paths = (counters[0], paths)
-    return paths
+    return (counters[0] if counters else None), (None if stopped and last is not None else paths)
 
 
 def _executable() -> str:

@@ -341,7 +341,7 @@ PINNED = {
     'hip.o': {'covers': {'host': 'digested', 'kernels': 3}, 'host': 'e1852b77f94bf77c', 'code': {'gfx90a': ['985501757dc7e861', '985501757dc7e861', '985501757dc7e861']}, 'whole': ['gfx90a']},
 }
 # ...and the host parts' (each object's host_parts, as sorted JSON, hashed)
-PINNED_PARTS = {'cuda.o': '005ddcb03af3f246', 'cuda_ptx.o': 'b45ac78d358ccf2d', 'cuda_rdc.o': '0ce5f43cd66ab91b', 'hip.o': '20aa4fca12a49449'}
+PINNED_PARTS = {'cuda.o': '10da6a0c11601a10', 'cuda_ptx.o': '345c9b0e7fa3ebaf', 'cuda_rdc.o': '6ced3d022ce73f1e', 'hip.o': '98c50628e725c971'}
 
 
 @pytest.mark.parametrize("name", sorted(PINNED))

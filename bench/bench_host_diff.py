@@ -36,8 +36,12 @@ ROOT = HERE.parent
 sys.path[:0] = [str(HERE)]
 from _run import checked  # noqa: E402
 
+import regex  # noqa: E402
+
 from kernel_symbol_map._unitnames import host_function  # noqa: E402
+from kernel_symbol_map.consumer.emitted import compare_parts  # noqa: E402
 from kernel_symbol_map.consumer.names import full  # noqa: E402
+from kernel_symbol_map.mapformat import digests as map_digests  # noqa: E402
 from kernel_symbol_map.producer.extract import _DEVICE_SECTIONS  # noqa: E402
 from kernel_symbol_map.readers._blob import OpenFile  # noqa: E402
 from kernel_symbol_map.readers.elf import ElfFile  # noqa: E402
@@ -99,21 +103,29 @@ def parts(path: Path, build: Path) -> HostParts | str:
         return host_parts(ElfFile(blob), _DEVICE_SECTIONS, b"__CLANG_OFFLOAD_BUNDLE__", folders)
 
 
-def compare(before: HostParts, after: HostParts) -> tuple[dict[str, str], list[str]]:
-    """(function -> how it differs, what else differs), functions by the name any build gives them."""
-    def by_name(p: HostParts) -> dict[str, set[str]]:
-        found: dict[str, set[str]] = {}
-        for name, digest in p.functions.items():
-            found.setdefault(host_function(name), set()).add(digest)
+def compare(before: HostParts, after: HostParts) -> tuple[dict[str, str], str]:
+    """What ``select --base-map`` sees differ: functions by the name any build gives them, and what else."""
+    def mapped(p: HostParts) -> map_digests.HostParts:
+        return map_digests.HostParts(p.functions, p.init, p.data, p.unseen)
+
+    return compare_parts(mapped(before), mapped(after))
+
+
+def disassembly_differs(a: Path, b: Path) -> set[str]:
+    """The functions whose section's disassembly (``objdump -dr``) differs between two objects, reading no
+    digest: folders' names and places in ``.rodata`` and labels masked, the clones of one function one."""
+    def sections(obj: Path) -> dict[str, str]:
+        out = run(["objdump", "-dr", "--no-show-raw-insn", obj]).stdout
+        found: dict[str, str] = {}
+        for block in out.split("\nDisassembly of section ")[1:]:
+            name, _, body = block.partition(":\n")
+            if name.startswith(".text."):
+                body = regex.sub(r"tmpxft_\w+|_[0-9a-f]{8}_\d+_|<[^>]*>|\.rodata[.\w]*\+0x[0-9a-f]+", "_", body)
+                found[name.removeprefix(".text.").removeprefix("startup.").removeprefix("unlikely.")] = body
         return found
 
-    a, b = by_name(before), by_name(after)
-    functions = {n: "added" if n not in a else "removed" if n not in b else "changed"
-                 for n in sorted(a.keys() | b.keys()) if a.get(n) != b.get(n)}
-    init = {host_function(n) for n in before.init | after.init}
-    also = (["data"] if before.data != after.data else []) + \
-        [f"static initialiser {n}" for n in sorted(functions.keys() & init)]
-    return functions, also
+    before, after = sections(a), sections(b)
+    return {host_function(f) for f in before.keys() | after.keys() if before.get(f) != after.get(f)}
 
 
 def main() -> int:
@@ -149,9 +161,13 @@ def main() -> int:
                 continue
             functions, also = compare(before, after)
             print(f"- {obj}: {len(functions)} of {len(after.functions)} host functions differ"
-                  f"{'; ' + ', '.join(also) if also else ''}")
+                  f"{'; ' + also if also == 'data' or functions and also else ''}")  # else: nothing differs
             for name, how in functions.items():
                 print(f"    {how}: {full(name)[:160]}")
+            truth = disassembly_differs(builds[0] / obj, builds[1] / obj)
+            print(f"  cross-check, objdump per function section: {len(truth)} differ; not among ours: "
+                  f"{sorted(truth - set(functions))[:5] or 'none'}; ours it does not list: "
+                  f"{sorted(set(functions) - truth)[:5] or 'none'}")
         if args.noise:
             run(["git", "-C", builds[0].parent / "src", "checkout", "--quiet", "--force", "--detach", commit])
             run(["nice", "-n", "19", "ninja", "-C", builds[0], *targets[0]])

@@ -158,11 +158,18 @@ def _parts(a: _Object | None, b: _Object | None) -> tuple[dict[str, str], str]:
         return {}, f"the object is in the {'change' if a is None else 'base'} only"
     if a.parts is None or b.parts is None:
         return {}, f"its host code is not split into functions in the {'base' if a.parts is None else 'change'}"
-    before, after = _functions(a.parts), _functions(b.parts)
+    return compare_parts(a.parts, b.parts)
+
+
+def compare_parts(a: map_digests.HostParts, b: map_digests.HostParts) -> tuple[dict[str, str], str]:
+    """Which host functions differ between two builds' parts of one object (by the name any build gives
+    them: function -> "changed", "added" or "removed"), and what else does: "data", "static initialiser
+    <name>", that the host code differs outside them, or "" when nothing else does."""
+    before, after = _functions(a), _functions(b)
     functions = {n: "added" if n not in before else "removed" if n not in after else "changed"
                  for n in sorted(before.keys() | after.keys()) if before.get(n) != after.get(n)}
-    init = {unitnames.host_function(n) for n in a.parts.init | b.parts.init}
-    if a.parts.data != b.parts.data:
+    init = {unitnames.host_function(n) for n in a.init | b.init}
+    if a.data != b.data:
         return functions, "data"
     if functions.keys() & init:
         return functions, f"static initialiser {sorted(functions.keys() & init)[0]}"

@@ -251,7 +251,18 @@ class ElfFile:
         """What :meth:`iter_symbols` gives, its errors too, without a :class:`Symbol` each: every entry's
         raw fields ``(st_name, st_info, st_other, st_shndx, st_value, st_size)``, and its name, each
         decoded on its own as :meth:`iter_symbols` decodes it (one object per entry). With ``other_mask``,
-        only the entries whose ``st_other`` has one of its bits (a cubin's kernels, of its thousands)."""
+        only the entries whose ``st_other`` has one of its bits (a cubin's kernels, of its thousands). Made
+        once per table and mask, and then shared (an object's host digest, its functions and its data each
+        walk its symbols): read them, never change them."""
+        memo: dict[tuple[int, int], tuple[list[tuple[int, int, int, int, int, int]], list[str]]] = \
+            self.__dict__.setdefault("_symbol_rows_memo", {})
+        found = memo.get((table.index, other_mask))
+        if found is None:
+            found = memo[(table.index, other_mask)] = self._symbol_rows(table, other_mask)
+        return found
+
+    def _symbol_rows(self, table: Section, other_mask: int) -> tuple[list[tuple[int, int, int, int, int, int]],
+                                                                     list[str]]:
         if table.size % Elf64_Sym.size:
             raise self.blob.error(f"symbol table {table.name} size is not a multiple of 24")
         data = self.read(table)

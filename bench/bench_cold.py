@@ -3,14 +3,17 @@
     .venv/bin/python bench/bench_cold.py [--sources 500 | --tree BUILD_DIR] [--runs 3]
                                          [--old NAME=PYTHON ...] [--no-seed] [--profile]
 
-Issue 29's figures: cold ``build`` at least 15x the seed on ~500 objects, 20x on
-~2,000, 10x on a real project's tree (ggml's CUDA backend:
-``--tree .cache/ggml/build``, built by ``bench_emitted_ggml.py``), and, digests
-included, no slower than 9c5dd7c (``--old 9c5dd7c=/tmp/venv-9c5/bin/python``: a
-virtual environment with that commit installed, as a wheel, not editable).
+The figures: cold ``build`` against the seed on gen_tree's synthetic trees
+(``--sources 480``, ``--sources 1920``) and on a real project's tree (ggml's
+CUDA backend: ``--tree .cache/ggml/build``, built by ``bench_emitted_ggml.py``
+with ``--archs 80``, so each object holds sm_80 code and its compute_80 PTX),
+and against the floor; older installs with ``--old NAME=PYTHON`` (a virtual
+environment with that commit installed, as a wheel, not editable).
 
 Each round runs, one after the other: the seed (``../shared/reference/seed_ksm.py``,
-run as it is, with cuobjdump 13.4: 13.5's output its parser cannot read),
+run as it is, with cuobjdump 13.4: 13.5's output its parser cannot read), the
+floor (a fresh process that opens every ``.o`` of the tree and decompresses
+each device image in it: what any reader must do at least),
 this checkout's ``build --no-cache``, and each ``--old`` install's
 ``build --no-cache``, every one in a fresh process with its bytecode cached,
 writing its map to a temporary folder. Rounds are interleaved, so load that
@@ -61,12 +64,36 @@ def source_of(build: Path) -> Path:
     raise SystemExit(f"bench_cold: {build} is not a configured CMake build tree")
 
 
+# The floor: what any reader of these objects' device code must do at least, in a fresh process: open every
+# object the build wrote and decompress each device image in it (CUDA fatbin entries).
+FLOOR = """
+import os, sys
+from kernel_symbol_map.readers import fatbin
+from kernel_symbol_map.readers._blob import OpenFile
+from kernel_symbol_map.readers.elf import ElfFile, is_elf
+for folder, _dirs, files in os.walk(sys.argv[1]):
+    for name in files:
+        if not name.endswith('.o') or '/CMakeFiles/3.' in folder:
+            continue
+        with OpenFile(os.path.join(folder, name)) as blob:
+            if not is_elf(blob):
+                continue
+            elf = ElfFile(blob)
+            section = elf.section('.nv_fatbin') or elf.section('__nv_relfatbin')
+            if section is not None:
+                window = elf.window(section)
+                for entry in fatbin.iter_entries(window):
+                    entry.payload(window)
+"""
+
+
 def commands(build: Path, out: Path, olds: dict[str, str], seed: bool) -> dict[str, list[str]]:
     ours = ["-m", "kernel_symbol_map", "build", "--build-dir", str(build), "--no-cache", "--commit", "0" * 40]
     rows = {}
     if seed:
         rows["seed"] = [PYTHON, str(SEED), "--build-root", str(build), "--source-root", str(source_of(build)),
                         "--out", str(out / "seed.json.gz"), "--cuobjdump", old_cuobjdump(), "--commit", "0" * 40]
+    rows["floor"] = [PYTHON, "-c", FLOOR, str(build)]
     rows["this checkout"] = [PYTHON, *ours, "--out", str(out / "ours.json.gz")]  # .venv: the editable install
     for name, python in olds.items():
         rows[name] = [python, *ours, "--out", str(out / f"{name}.json.gz")]
@@ -112,7 +139,9 @@ def main() -> int:
         wall = statistics.median(w for _, w in runs)
         line = f"  {name:16} CPU {cpu[name]:7.3f} s  wall {wall:7.3f} s  (CPU of each run: " \
                f"{', '.join(f'{c:.3f}' for c, _ in runs)})"
-        if name != "this checkout":
+        if name == "floor":
+            line += f"  -> this checkout is {cpu['this checkout'] / cpu[name]:.2f}x the floor"
+        elif name != "this checkout":
             line += f"  -> this checkout is {cpu[name] / cpu['this checkout']:.2f}x faster"
         print(line)
     return 0

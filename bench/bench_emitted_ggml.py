@@ -2,6 +2,10 @@
 
     .venv/bin/python bench/bench_emitted_ggml.py [--work .cache/ggml] [--commits SHA...] [--jobs 2]
                                                  [--mirror GITDIR] [--select-only] [--remap] [--json FILE]
+                                                 [--archs 80-real] [--build-only]
+
+``--build-only --archs 80 --commits c0011fe525567fa835af5801f2f7bf65bf4469c6`` builds the
+tree ``bench_cold.py --tree .cache/ggml/build`` measures: one commit, sm_80 code and its PTX.
 
 Opt-in, never part of ``scripts/test``: the first build of ggml's CUDA backend
 took 50 minutes on 2 cores (sm_80 only, FlashAttention kernels compiled out;
@@ -19,7 +23,7 @@ the output-mode columns too.
    ``libcuda.so`` stub (linking a shared library needs no driver).
 3. Configure once, at the first commit, in ``--work/build`` (this package's
    file-API query first, so every map pairs from the reply): Ninja, Release,
-   ``GGML_CUDA=ON``, ``CMAKE_CUDA_ARCHITECTURES=80-real``, no tests or
+   ``GGML_CUDA=ON``, ``CMAKE_CUDA_ARCHITECTURES=80-real`` (``--archs``), no tests or
    examples, and ``GGML_CUDA_FA=OFF``, which defines ``GGML_CUDA_NO_FA``: the
    FlashAttention template instances are still compiled and still emit their
    kernels, but with empty bodies, which is most of the saving. Left out, so:
@@ -124,9 +128,9 @@ def deps(work: Path) -> dict[str, Path]:
     return {"lib": lib, "include": include, "stub": stub}
 
 
-def configure_command(src: Path, build: Path, found: dict[str, Path]) -> list[object]:
+def configure_command(src: Path, build: Path, found: dict[str, Path], archs: str = "80-real") -> list[object]:
     return ["nice", "-n", "19", "cmake", "-S", src, "-B", build, "-G", "Ninja",
-            "-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=80-real", "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc",
+            "-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={archs}", "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc",
             "-DCMAKE_BUILD_TYPE=Release", "-DGGML_BUILD_TESTS=OFF", "-DGGML_BUILD_EXAMPLES=OFF", "-DGGML_CUDA_FA=OFF",
             f"-DCUDA_cublas_LIBRARY={found['lib'] / 'libcublas.so.13'}",
             f"-DCUDA_cublasLt_LIBRARY={found['lib'] / 'libcublasLt.so.13'}",
@@ -217,7 +221,8 @@ def remap_from_snapshot(work: Path, commit: str, live: str, touched: list[str]) 
             checkout_as_built(src, live, touched)
 
 
-def build_all(work: Path, src: Path, commits: list[str], jobs: int, remap: bool) -> dict[str, dict]:
+def build_all(work: Path, src: Path, commits: list[str], jobs: int, remap: bool, archs: str = "80-real"
+              ) -> dict[str, dict]:
     build, state = work / "build", work / "build-commit"
     (work / "logs").mkdir(parents=True, exist_ok=True)
     (work / "builds").mkdir(parents=True, exist_ok=True)
@@ -245,7 +250,7 @@ def build_all(work: Path, src: Path, commits: list[str], jobs: int, remap: bool)
 
             write_query(build.resolve())
             log(f"configuring at {commit[:10]}")
-            proc = run(configure_command(src, build, found))
+            proc = run(configure_command(src, build, found, archs))
             (work / "logs" / "configure.log").write_text(proc.stdout + proc.stderr)
         kind = "full" if not live else "incremental"
         log(f"building {commit[:10]} ({kind}, -j{jobs}); log: {work / 'logs' / (commit + '.log')}")
@@ -329,16 +334,22 @@ def main() -> int:
     ap.add_argument("--select-only", action="store_true", help="build nothing: use the maps already made")
     ap.add_argument("--remap", action="store_true", help="make every map again from its build snapshot")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--archs", default="80-real", help="CMAKE_CUDA_ARCHITECTURES (80: sm_80 code and its PTX)")
+    ap.add_argument("--build-only", action="store_true",
+                    help="build and map the first commit, for bench_cold.py's --tree; select nothing")
     args = ap.parse_args()
     work = args.work.resolve()
-    if len(args.commits) < 2:
+    if len(args.commits) < 2 and not args.build_only:
         ap.error("--commits needs a base and at least one change")
     src = source(work, args.mirror, args.commits)
     commits = [git(src, "rev-parse", c) for c in args.commits]
+    if args.build_only:
+        build_all(work, src, commits[:1], args.jobs, args.remap, args.archs)
+        return 0
     if args.select_only:
         records = {c: load_json(work / "builds" / f"{c}.json") for c in commits}
     else:
-        records = build_all(work, src, commits, args.jobs, args.remap)
+        records = build_all(work, src, commits, args.jobs, args.remap, args.archs)
     missing = [c for c in commits if not (work / "maps" / f"{c}.json.gz").exists()]
     if missing:
         raise SystemExit(f"bench_emitted_ggml: no map for {', '.join(c[:10] for c in missing)}")

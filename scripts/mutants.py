@@ -41,6 +41,7 @@ EMITTED = "tests/test_emitted.py"  # issue 27: output mode's decisions
 PER_FILE = "tests/test_per_file.py"  # issue 28: each changed file on its own, Python coverage per test
 REACH = "tests/test_digest_reach.py"  # what a kernel's digest reaches in its module; host strings by name
 HOST_COVERAGE = "tests/test_host_coverage.py"  # issue 42: host coverage, recorded per test, on a real build
+TWO_FOLDERS_KERNELS = "tests/test_two_folders.py::test_two_clean_builds_in_two_folders_have_equal_digests"
 HOST_PARTS = "tests/test_host_parts.py"  # issue 42: host code by function, on g++ output
 HOST_SCOPE = "tests/test_hostscope.py"
 
@@ -2043,6 +2044,31 @@ MUTANTS = [
     Mutant("42.M34", "the data is digested in the order the build put its sections in", "readers/hostdigest.py",
            "    out = sections.append if dropped else (lambda fields: feed(h, *fields))",
            "    out = lambda fields: feed(h, *fields)  # noqa: E731", (HOST_PARTS,)),
+    # Issue 43: PTX beside a cubin of its architecture digested whole
+    Mutant("43.M1", "a PTX image that differs is never read", "consumer/emitted.py",
+           "        if a.ptx.get(arch) == b.ptx.get(arch):\n            continue",
+           "        if True:\n            continue", (EMITTED,)),
+    Mutant("43.M2", "a PTX change is every kernel's when one kernel's cubin code changed", "consumer/emitted.py",
+           "        if all(_digest_in(ka.get(k), cubin) == _digest_in(kb.get(k), cubin) for k in ka.keys() | kb.keys()):",
+           "        if True:", (EMITTED,)),
+    Mutant("43.M3", "a PTX change is weighed against the PTX's own column, not the cubin's", "consumer/emitted.py",
+           '        cubin = "sm_" + arch.removeprefix("compute_")', "        cubin = arch", (EMITTED,)),
+    Mutant("43.M4", "PTX without a cubin of its architecture is digested whole too", "readers/sizes.py",
+           '            beside = entry.arch.removeprefix("compute_") in cubins', "            beside = True",
+           (DIGESTS,)),
+    Mutant("43.M5", "the whole PTX image keeps its .loc lines", "readers/ptxdigest.py",
+           "    if any(form in text for form in _LOC_DIRECTIVE):", "    if False:", (DIGESTS,)),
+    Mutant("43.M6", "the whole PTX image keeps its .file lines", "readers/ptxdigest.py",
+           "    if any(form in text for form in _FILE_DIRECTIVE):", "    if False:", (TWO_FOLDERS_KERNELS,)),
+    Mutant("43.M7", "the whole PTX image keeps the build's folders in its byte arrays", "readers/ptxdigest.py",
+           "    if any(folder in text for folder in spelled):", "    if False:", (TWO_FOLDERS_KERNELS,)),
+    Mutant("43.M8", "the whole PTX image keeps nvcc's unit hash", "readers/ptxdigest.py",
+           "    unit = unit_hash(text)\n    if unit is not None:\n        text = unitnames.masked(text, unit)\n    if _DEBUG",
+           "    unit = None\n    if unit is not None:\n        text = unitnames.masked(text, unit)\n    if _DEBUG",
+           (TWO_FOLDERS_KERNELS,)),
+    Mutant("43.M9", "a unit hash is taken as the only one when a marker is followed by another",
+           "_unitnames.py", "all(data.count(m) == data.count(m + hash_) for m in present)", "True",
+           ("tests/test_unitnames.py",)),
 ]
 
 

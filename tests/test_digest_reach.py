@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 import toolchains
 from elftools.elf.elffile import ELFFile
-from test_digests import _digests
+from test_digests import _digests, _ptx_text
 from toolchains import require
 
 from kernel_symbol_map.readers import cubindigest
+from kernel_symbol_map.readers.ptxdigest import entry_digests
 
 SOURCE = """#include <cstdio>
 __device__ int table[4] = {{1, 2, 3, {table}}};
@@ -75,11 +76,19 @@ def reach(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: out / f"{name}.o" for name in VARIANTS}
 
 
+def _with_ptx(path: Path) -> dict[str, dict[str, str]]:
+    """Kernel -> arch -> digest: the map's (sm_80; its compute_80 PTX is digested whole), and the PTX's
+    per-entry digests, as a build with PTX alone has them (compute_80)."""
+    _, found, _ = _digests(path)
+    for kernel, digest in entry_digests(_ptx_text(path))[0].items():
+        found.setdefault(kernel, {})["compute_80"] = digest
+    return found
+
+
 def _changed(reach: dict[str, Path], variant: str) -> dict[str, set[str]]:
     """Arch -> the kernels (by short name) whose digest differs from the base's (of its kind)."""
     kind = variant.partition("-")[0] + "-" if variant.startswith(("rdc-", "data-")) else ""
-    _, before, _ = _digests(reach[f"{kind}base"])
-    _, after, _ = _digests(reach[variant])
+    before, after = _with_ptx(reach[f"{kind}base"]), _with_ptx(reach[variant])
     short = {v: k for k, v in {**K, **RDC}.items()}
     found: dict[str, set[str]] = {}
     for kernel, archs in before.items():
@@ -135,8 +144,8 @@ def test_a_callgraph_entry_of_a_shape_we_do_not_know_folds_in_every_function(
         assert value == 1, (name, function, value)
         changed[name] = tmp_path / f"{name}.o"
         changed[name].write_bytes(data[:entry + 4] + struct.pack("<I", 2) + data[entry + 8:])
-    _, before, _ = _digests(changed["rdc-base"])
-    _, after, _ = _digests(changed["rdc-inner"])
+    before = _with_ptx(changed["rdc-base"])
+    after = _with_ptx(changed["rdc-inner"])
     short = {v: k for k, v in RDC.items()}
     assert {short[k] for k in before if before[k]["sm_80"] != after[k]["sm_80"]} == set(RDC)
     assert {short[k] for k in before if before[k]["compute_80"] != after[k]["compute_80"]} == {"chain"}

@@ -28,6 +28,7 @@ from toolchains import require
 from kernel_symbol_map.mapformat import digests as map_digests
 from kernel_symbol_map.producer.extract import _read_and_measure
 from kernel_symbol_map.readers.devicecode import read_kernels
+from kernel_symbol_map.readers.ptxdigest import entry_digests
 
 KERNELS = 20
 SASS = ["-gencode", "arch=compute_80,code=[compute_80,sm_80]"]
@@ -135,6 +136,13 @@ def _digests(path: Path) -> tuple[str | None, dict[str, dict[str, str]], list[st
     return packed.get("host"), map_digests.kernel_digests(result.symbols, packed, str(path)), packed.get("whole", [])
 
 
+def _ptx(path: Path) -> dict[str, str]:
+    """The whole-image digests of PTX beside a cubin of its architecture."""
+    packed = _read_and_measure(read_kernels, path)[2]
+    assert packed is not None, path
+    return packed.get("ptx", {})
+
+
 def _changed(corpus: dict[str, Path], a: str, b: str) -> dict[str, set[str]]:
     """Arch -> the kernels whose digest differs between objects ``a`` and ``b``."""
     _, before, _ = _digests(corpus[a])
@@ -170,7 +178,8 @@ def test_digests_change_for_exactly_the_kernels_a_change_reaches(digest_corpus: 
                                                                  expected: Callable[[], set[str]]) -> None:
     changed = _changed(digest_corpus, "base", variant)
     assert changed.get("sm_80", set()) == expected(), "SASS"
-    assert changed.get("compute_80", set()) == expected(), "PTX"
+    assert "compute_80" not in changed  # the PTX beside sm_80 is digested whole
+    assert (_ptx(digest_corpus["base"]) != _ptx(digest_corpus[variant])) == bool(expected()), "PTX"
 
 
 @pytest.mark.parametrize("variant,expected", [("comment", set()), ("body", kern(7))])
@@ -178,14 +187,28 @@ def test_line_information_is_not_code(digest_corpus: dict[str, Path], variant: s
     """-lineinfo adds a line table (with the sources' mtimes) and PTX .loc directives, which a comment moves:
     the GPU runs neither, so only what the code does counts."""
     changed = _changed(digest_corpus, "base-lineinfo", f"{variant}-lineinfo")
-    assert changed.get("sm_80", set()) == expected and changed.get("compute_80", set()) == expected
+    assert changed.get("sm_80", set()) == expected
+    assert b".loc" in _ptx_text(digest_corpus["base-lineinfo"])  # what this checks is there
+    assert (_ptx(digest_corpus["base-lineinfo"]) != _ptx(digest_corpus[f"{variant}-lineinfo"])) == bool(expected)
+
+
+def _ptx_text(path: Path) -> bytes:
+    from kernel_symbol_map.readers import fatbin
+    from kernel_symbol_map.readers._blob import OpenFile
+    from kernel_symbol_map.readers.elf import ElfFile
+
+    with OpenFile(path) as blob:
+        elf = ElfFile(blob)
+        window = elf.window(elf.section(".nv_fatbin") or elf.section("__nv_relfatbin"))
+        return b"".join(e.payload(window) for e in fatbin.iter_entries(window) if e.kind is fatbin.EntryKind.PTX)
 
 
 def test_every_kernel_has_a_digest_per_architecture(digest_corpus: dict[str, Path]) -> None:
     host, kernels, whole = _digests(digest_corpus["base"])
     assert host and whole == []
     assert set(kernels) == kern(*EVERY)
-    assert all(set(archs) == {"sm_80", "compute_80"} for archs in kernels.values())
+    assert all(set(archs) == {"sm_80"} for archs in kernels.values())
+    assert _ptx(digest_corpus["base"]).keys() == {"compute_80"}  # beside sm_80: whole
     assert len({archs["sm_80"] for archs in kernels.values()}) == KERNELS  # kernels are told apart
 
 
@@ -270,9 +293,12 @@ def test_a_function_reached_only_through_a_pointer_is_every_kernels(digest_corpu
                          ("param", "_Z13through_paramPFiiEPi")):
         _, before, _ = _digests(digest_corpus[f"{name}2"])
         _, after, _ = _digests(digest_corpus[f"{name}3"])
-        assert before[kernel].keys() == after[kernel].keys() == {"sm_80", "compute_80"}
-        for arch in before[kernel]:
-            assert before[kernel][arch] != after[kernel][arch], (kernel, arch)
+        assert before[kernel].keys() == after[kernel].keys() == {"sm_80"}
+        assert before[kernel]["sm_80"] != after[kernel]["sm_80"], kernel
+        # Its PTX, as a PTX-only build digests it: per entry
+        ptx_before, per_entry = entry_digests(_ptx_text(digest_corpus[f"{name}2"]))
+        ptx_after, _ = entry_digests(_ptx_text(digest_corpus[f"{name}3"]))
+        assert per_entry and ptx_before[kernel] != ptx_after[kernel], kernel
 
 
 def test_an_archive_says_its_host_code_is_not_digested(digest_corpus: dict[str, Path], cuda_corpus: dict[str, Path],
@@ -296,8 +322,8 @@ def test_a_kernel_in_two_images_of_one_architecture_has_both_in_its_digest(diges
     """ld -r of two objects instantiating one template kernel: the second image's code counts too."""
     _, same, _ = _digests(digest_corpus["joined_same"])
     _, other, _ = _digests(digest_corpus["joined_other"])
-    for arch in ("sm_80", "compute_80"):
-        assert same["_Z4fillILi1EEvPi"][arch] != other["_Z4fillILi1EEvPi"][arch], arch
+    assert same["_Z4fillILi1EEvPi"]["sm_80"] != other["_Z4fillILi1EEvPi"]["sm_80"]
+    assert _ptx(digest_corpus["joined_same"]) != _ptx(digest_corpus["joined_other"])  # the two PTX images, whole
 
 
 def test_a_record_counts_only_the_kernels_it_holds_a_digest_of() -> None:
@@ -341,12 +367,12 @@ PINNED = {
     'hip.o': {'covers': {'host': 'digested', 'kernels': 3}, 'host': 'e1852b77f94bf77c', 'code': {'gfx90a': ['985501757dc7e861', '985501757dc7e861', '985501757dc7e861']}, 'whole': ['gfx90a']},
 }
 # ...and the host parts' (each object's host_parts, as sorted JSON, hashed)
-PINNED_PARTS = {'cuda.o': '10da6a0c11601a10', 'cuda_ptx.o': '345c9b0e7fa3ebaf', 'cuda_rdc.o': '6ced3d022ce73f1e', 'hip.o': '98c50628e725c971'}
+PINNED_PARTS = {'cuda.o': 'c884711cea5b22d4', 'cuda_ptx.o': 'f9de7b60de990a0b', 'cuda_rdc.o': 'bcc99a9538a56c26', 'hip.o': 'bedf43a3500ece49'}
 
 
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_the_digest_scheme_is_pinned(name: str) -> None:
     _, _, packed = _read_and_measure(read_kernels, Path(__file__).parent / "data" / "fuzz" / "objects" / name)
     parts = hashlib.blake2b(json.dumps(packed.pop("host_parts"), sort_keys=True).encode(), digest_size=8).hexdigest()
-    assert map_digests.SCHEME == 4 and packed == PINNED[name] and parts == PINNED_PARTS[name], \
+    assert map_digests.SCHEME == 5 and packed == PINNED[name] and parts == PINNED_PARTS[name], \
         "a digest's definition changed: bump mapformat.digests.SCHEME and update PINNED"

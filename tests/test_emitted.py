@@ -566,3 +566,32 @@ def test_changed_host_code_reaches_the_tests_that_loaded_its_library() -> None:
     assert s.mode == "output" and s.fallback is None and s.to_run == ["test_host", "test_k0"], (s.to_run, s.fallback_why)
     s = _select(build("h-bind-2"), ["csrc/bind.cpp"], base=build("h-bind"), tests=tests, host_scope="kernels")
     assert s.fallback == "host-changed" and len(s.to_run) == 5, (s.fallback, s.to_run)
+
+
+def _with_ptx(doc: dict[str, Any], source: str, digest: str) -> dict[str, Any]:
+    """``doc`` with ``source``'s object holding PTX beside its sm_80 cubin, digested whole."""
+    next(o for o in doc["objects"] if o["source"] == source)["digests"]["ptx"] = {"compute_80": digest}
+    return doc
+
+
+def test_ptx_beside_a_cubin_that_differs_with_its_cubin_code_is_the_changed_kernels_change() -> None:
+    """ptxas compiled the cubin from that text: the kernels whose sm_80 code changed are what changed."""
+    base = _with_ptx(base_map(), "csrc/many.cu", "p-base")
+    new = _with_ptx(base_map(), "csrc/many.cu", "p-new")
+    _edit(new, "csrc/many.cu", code={1: "d1-new"})
+    assert _select(new, ["csrc/many.cu"], base=base).to_run == ["test_k1"]
+
+
+def test_ptx_beside_a_cubin_that_differs_alone_is_every_kernel_of_its_objects_change() -> None:
+    """No kernel's cubin code explains it: every kernel of the object, and no other object's."""
+    base = _with_ptx(base_map(), "csrc/many.cu", "p-base")
+    new = _with_ptx(base_map(), "csrc/many.cu", "p-new")
+    s = _select(new, ["csrc/many.cu"], base=base)
+    assert s.to_run == ["test_k0", "test_k1", "test_k2"]
+    assert s.emitted is not None and s.emitted.kernels["k0"] == "changed (compute_80: its object's PTX differs)"
+    # A cubin change in another object explains nothing here
+    _edit(new, "csrc/other.cu", code={0: "e0-new"})
+    assert _select(new, ["csrc/many.cu"], base=base).to_run == ["test_k0", "test_k1", "test_k2", "test_o0"]
+    # PTX in one build only (built for PTX beside the cubin in the change alone): the object's every kernel
+    assert _select(_with_ptx(base_map(), "csrc/many.cu", "p"), ["csrc/many.cu"]).to_run == \
+        ["test_k0", "test_k1", "test_k2"]

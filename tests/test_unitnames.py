@@ -28,3 +28,11 @@ def test_nvccs_names_hold_the_units_hash(name: bytes) -> None:
 def test_a_users_name_like_one_is_no_units(name: bytes) -> None:
     assert unit_hash(name) is None
     assert canonical([name.decode()]) is None
+
+
+@pytest.mark.parametrize("second", [NVCC[1].replace(b"1a2b3c4d", b"5e6f7a8b"), NVCC[0].replace(b"1a2b3c4d", b"5e6f7a8b")])
+def test_a_file_with_two_units_hashes_has_none(second: bytes) -> None:
+    """A device link of two units: every name after the first that holds another unit's hash counts, however
+    many names of the first come before it."""
+    assert unit_hash(b"\0".join([*NVCC[:3] * 50, second, NVCC[2]])) is None
+    assert unit_hash(b"\0".join(NVCC[:3] * 50)) == b"1a2b3c4d"

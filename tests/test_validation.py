@@ -59,8 +59,8 @@ BAD_FIELDS = [
     (("target_links",), {"t": [1]}, "target_links.t[0]: expected a string, not a number"),
     (("unmapped_targets",), [{"target": "g"}], "unmapped_targets[0].outputs: missing"),
     (("version",), True, "version: unknown map version True"),  # true == 1 in Python, not in a map
-    (("digests",), True, "digests: expected one of 1, 2, 3, 4, not True"),  # a scheme is a number of its own type
-    (("digests",), 3.0, "digests: expected one of 1, 2, 3, 4, not 3.0"),
+    (("digests",), True, "digests: expected one of 1, 2, 3, 4, 5, not True"),  # a scheme is a number of its own type
+    (("digests",), 3.0, "digests: expected one of 1, 2, 3, 4, 5, not 3.0"),
     (("stats", "objects"), True, "stats.objects: expected a count, not a boolean"),
     (("objects", 3, "archs"), ["sm_90", 9], "objects[3].archs[1]: expected a string"),  # one record's optional
     (("objects", 3, "compiled_from"), "x" * 5000, "objects[3].compiled_from: a string of 5000 characters"),

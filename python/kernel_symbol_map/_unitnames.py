@@ -29,8 +29,18 @@ MARKERS = (b"_GLOBAL__N__", b"_INTERNAL_", b"__nv_static_", b"__fatbinwrap_", b"
 
 def unit_hash(data: bytes) -> bytes | None:
     """The one unit hash ``data`` holds; None when it holds none, or several."""
-    if not any(m in data for m in MARKERS):
+    present = [m for m in MARKERS if m in data]
+    if not present:
         return None
+    first = UNIT.search(data, min(data.find(m) for m in present))
+    if first is None:
+        return None
+    # The usual case, without a regex pass over the whole of a large image: every marker but __nv_static_'s
+    # is followed by the hash, so when each is followed by the first match's wherever it occurs, no match
+    # of UNIT can find another.
+    hash_ = first.group()
+    if b"__nv_static_" not in present and all(data.count(m) == data.count(m + hash_) for m in present):
+        return hash_
     found = set(UNIT.findall(data))
     return found.pop() if len(found) == 1 else None
 

@@ -6,7 +6,11 @@ the change's own build. Objects are matched by target and path. A kernel
 image as well as the object compiling it), in some architecture, or it
 appeared in or went away from an object (a kernel that moves between files
 changed; an object's kernels are matched by the names they have in any folder,
-nvcc's hash of the file's path in an anonymous namespace's name masked). An
+nvcc's hash of the file's path in an anonymous namespace's name masked). PTX
+beside a cubin of its architecture (``compute_80`` beside ``sm_80``) is
+digested whole: where it differs, the change is the kernels whose code in that
+cubin differs (ptxas compiled it from that text), or, where none does, every
+kernel of the object. An
 object's *host changed* when its host digest differs, or the
 object is in one build only. Where both builds split its host code by parts
 (``host_parts``), the change says which: the functions whose digests differ
@@ -28,7 +32,7 @@ would differ).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .. import _unitnames as unitnames
@@ -123,6 +127,10 @@ def compare(base: Sequence[KernelMap], new: Sequence[KernelMap]) -> Emitted:
             for side in (ka, kb):  # as each build spells it: recordings name the one their build had
                 if kernel in side:
                     found.kernels.setdefault(side[kernel][0], how)
+        for arch in _ptx_alone(a, b, ka, kb):  # PTX that differs where the cubin ptxas made of it does not
+            for side in (ka, kb):
+                for name, _ in side.values():
+                    found.kernels.setdefault(name, f"changed ({arch}: its object's PTX differs)")
         if a is None or b is None or a.host != b.host:
             how = "added" if a is None else "removed" if b is None else "changed"
             functions, whole = _parts(a, b)
@@ -149,6 +157,28 @@ class _Object:
     kernels: dict[str, frozenset[tuple[str, str]]]  # kernel -> its (architecture, digest) pairs
     relocatable: dict[str, str]
     parts: map_digests.HostParts | None = None
+    ptx: dict[str, str] = field(default_factory=dict)  # arch -> the digest of PTX beside a cubin of its arch
+
+
+def _ptx_alone(a: _Object | None, b: _Object | None, ka: Mapping[str, tuple[str, frozenset[tuple[str, str]]]],
+               kb: Mapping[str, tuple[str, frozenset[tuple[str, str]]]]) -> list[str]:
+    """The PTX architectures of an object in both builds whose whole-image digest differs while no kernel's
+    code in the cubin of that architecture does: a change there is every kernel's. Where a kernel's cubin
+    code changed too, the PTX is the text ptxas compiled it from, and the change is that kernel's."""
+    if a is None or b is None:
+        return []
+    found = []
+    for arch in sorted(a.ptx.keys() | b.ptx.keys()):
+        if a.ptx.get(arch) == b.ptx.get(arch):
+            continue
+        cubin = "sm_" + arch.removeprefix("compute_")
+        if all(_digest_in(ka.get(k), cubin) == _digest_in(kb.get(k), cubin) for k in ka.keys() | kb.keys()):
+            found.append(arch)
+    return found
+
+
+def _digest_in(kernel: tuple[str, frozenset[tuple[str, str]]] | None, arch: str) -> str | None:
+    return None if kernel is None else next((d for a, d in kernel[1] if a == arch), None)
 
 
 def _parts(a: _Object | None, b: _Object | None) -> tuple[dict[str, str], str]:
@@ -217,7 +247,8 @@ def _objects(kmaps: Sequence[KernelMap]) -> dict[tuple[str, str], _Object]:
             table = map_digests.kernel_digests(o["symbols"], digests, f"{m.where}: objects[{i}]")
             found[(o["target"], o["object"])] = _Object(
                 o["source"], digests.get("host"), {k: frozenset(a.items()) for k, a in table.items()},
-                dict(digests.get("relocatable") or {}), map_digests.host_parts(digests, f"{m.where}: objects[{i}]"))
+                dict(digests.get("relocatable") or {}), map_digests.host_parts(digests, f"{m.where}: objects[{i}]"),
+                dict(digests.get("ptx") or {}))
     return found
 
 

@@ -26,6 +26,13 @@
   compiled with host coverage, ``unseen`` (the functions it does not see run:
   a recording's ``host_functions`` cannot clear them). Absent, the host code is
   compared whole.
+- ``ptx[arch]``: a PTX image beside a cubin of its architecture (``compute_80``
+  beside ``sm_80``, what CMake's ``80`` and nvcc's ``-arch=sm_80`` build): the
+  digest of the whole image, normalised as per-entry digests are. Its kernels
+  are digested one by one in the cubin, from which ptxas compiled that text,
+  so ``code`` has no column for it. A consumer reads a change to it as a
+  change of the kernels whose code in the cubin changed, or, where none did,
+  of every kernel of the object.
 - ``relocatable[arch]``: for relocatable device code (``-rdc`` cubins,
   ``-fgpu-rdc`` bitcode), the digest of the whole image: its device functions
   reach kernels of other objects once linked, where no map may see the link (a
@@ -46,7 +53,7 @@ import hashlib
 
 from ..errors import MapError
 
-SCHEME = 4
+SCHEME = 5
 # A precompiled header's object ends in one of these (the build-tree model's PCH_SUFFIXES): its code shows
 # in the objects compiled with it. No other object may say it has no code of its own.
 PRECOMPILED_HEADERS = (".gch", ".pch")
@@ -63,6 +70,7 @@ class ImageDigests:
     kernels: Mapping[str, str]
     per_kernel: bool
     relocatable: str = ""  # the whole image's digest, for relocatable device code
+    beside_cubin: str = ""  # PTX beside a cubin of its architecture: the whole image's digest (no per-kernel ones)
 
 
 def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | None,
@@ -75,9 +83,13 @@ def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | Non
     per_arch: dict[str, dict[str, list[str]]] = {}
     whole: set[str] = set()
     relocatable: dict[str, list[str]] = {}
+    ptx: dict[str, list[str]] = {}
     for image in images:
         if image.relocatable:
             relocatable.setdefault(image.arch, []).append(image.relocatable)
+        if image.beside_cubin:
+            ptx.setdefault(image.arch, []).append(image.beside_cubin)
+            continue
         if not image.kernels.keys() <= index.keys():
             return None
         found = per_arch.setdefault(image.arch, {})
@@ -109,6 +121,8 @@ def pack(symbols: Sequence[str], images: Iterable[ImageDigests], host: str | Non
     covers["kernels"] = sum(1 for i in range(len(symbols)) if any(column[i] for column in code.values()))
     if whole:
         out["whole"] = sorted(whole)
+    if ptx:
+        out["ptx"] = {a: d[0] if len(d) == 1 else _combined(d) for a, d in sorted(ptx.items())}
     if relocatable:
         out["relocatable"] = {a: d[0] if len(d) == 1 else _combined(d) for a, d in sorted(relocatable.items())}
     return out

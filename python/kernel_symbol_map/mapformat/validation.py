@@ -202,7 +202,7 @@ SIZES = _mapping_of(_record({"image": BYTES, "stored": BYTES},
 COVERS = _record({}, {"host": _one_of(*map_digests.HOST_COVERAGE), "kernels": COUNT})
 HOST_PARTS = _record({"functions": _mapping_of(STRING), "init": NAMES, "data": STRING}, {"unseen": NAMES})
 DIGESTS = _record({}, {"covers": COVERS, "host": STRING, "code": _mapping_of(_list_of(STRING)), "whole": STRINGS,
-                       "relocatable": _mapping_of(STRING), "host_parts": HOST_PARTS})
+                       "ptx": _mapping_of(STRING), "relocatable": _mapping_of(STRING), "host_parts": HOST_PARTS})
 OBJECT = _record(
     {"source": STRING, "target": STRING, "object": STRING, "device": BOOLEAN, "symbols": NAMES,
      "deps": STRINGS},
@@ -221,7 +221,7 @@ MAP = _record(
      "notes": _list_of(TEXT), "config": STRING, "only_targets": STRINGS, "all_targets": STRINGS,
      "excluded_targets": STRINGS, "configure_inputs": STRINGS, "third_party": STRINGS,
      "target_links": _mapping_of(STRINGS), "artefacts": _mapping_of(STRINGS), "unmapped_targets": _list_of(UNMAPPED),
-     "tracked_files_unknown": BOOLEAN, "digests": _one_of(1, 2, 3, 4), "toolchain": _mapping_of(STRING)},
+     "tracked_files_unknown": BOOLEAN, "digests": _one_of(1, 2, 3, 4, 5), "toolchain": _mapping_of(STRING)},
 )
 
 

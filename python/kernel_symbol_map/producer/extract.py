@@ -147,7 +147,7 @@ def _measured(blob: Blob, result: Result, folders: Folders = NONE) -> Read:
     except FormatError:
         return result, {}, None
     sizes = merged([(i.arch, i.record()) for i in found if i.kind != BITCODE])
-    digested = [map_digests.ImageDigests(i.arch, i.digests, i.per_kernel, i.relocatable) for i in found]
+    digested = [map_digests.ImageDigests(i.arch, i.digests, i.per_kernel, i.relocatable, i.beside_cubin) for i in found]
     parts = _host_parts(blob, folders) if host is not None else None
     return result, sizes, map_digests.pack(result.symbols, digested, host, coverage, parts)
 
@@ -196,7 +196,7 @@ class DepSpellings(dict[str, tuple[str, ...]]):
 
 def _entry(
     obj: TreeObject, read: Read | None, tree: BuildTree, relative: Callable[[str], str], mirrors: Mirrors,
-    spellings: DepSpellings, known: Known,
+    spellings: DepSpellings, known: Known, configured: frozenset[str],
 ) -> dict[str, Any]:
     result, sizes, digests = read or (None, {}, None)
     source, copy = mirrors.resolve(str(obj.source if obj.source is not None else obj.object))
@@ -217,8 +217,8 @@ def _entry(
         entry["device_link"] = True
     if obj.rule_inputs:  # a generated source or header: what the build rules made it from (in deps too)
         entry["rule_inputs"] = sorted({relative(mirrors.resolve(d)[0]) for d in obj.rule_inputs})
-    if not obj.device_link and not obj.precompiled_header and any(
-            known.written_by_configure(mirrors.resolve(p)[0]) for p in _compiled_from(obj)):
+    if not obj.device_link and not obj.precompiled_header and (not configured.isdisjoint(obj.deps) or any(
+            known.written_by_configure(mirrors.resolve(p)[0]) for p in _compiled_from(obj))):
         entry["configure_generated"] = True  # inputs no map knows: every change reaches it (kernelmap)
     packed = map_sizes.pack(entry["symbols"], sizes) if sizes else None
     if packed:
@@ -292,8 +292,12 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     for tree in trees:
         known = Known.of(root, options.build_dirs, tree.rule_outputs, tree.third_party.values(), tree.configure_inputs,
                          tracked)
+        # The deps the configure wrote, each distinct one judged once (objects share most of theirs)
+        configured = frozenset(d for d in {d for o in tree.objects for d in o.deps}
+                               if known.written_by_configure(mirrors.resolve(d)[0]))
         for obj in tree.objects:
-            objects.append(_entry(obj, results.get(obj.object), tree, relative, mirrors, dep_spellings, known))
+            objects.append(_entry(obj, results.get(obj.object), tree, relative, mirrors, dep_spellings, known,
+                                  configured))
         if tree.build_dir in caches:
             caches[tree.build_dir].save(str(o.object) for o in tree.objects)
     objects.sort(key=lambda e: (e["source"], e["target"], e["object"]))
@@ -408,9 +412,9 @@ def _toolchain(trees: list[BuildTree]) -> dict[str, str]:
 
 
 def _compiled_from(obj: TreeObject) -> list[str]:
-    """Every file ``obj`` was compiled from: its source, a unity file's sources, and its deps."""
+    """The files ``obj`` was compiled from besides its deps: its source, and a unity file's sources."""
     source = [os.path.normpath(obj.source)] if obj.source is not None else []
-    return [*source, *(os.path.normpath(u) for u in obj.unity_sources), *obj.deps]
+    return [*source, *(os.path.normpath(u) for u in obj.unity_sources)]
 
 
 def _why_no_evidence(objects: list[dict[str, Any]], errors: list[dict[str, Any]]) -> str | None:

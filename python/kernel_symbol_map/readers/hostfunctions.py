@@ -100,9 +100,14 @@ def host_parts(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: b
     unit = unit_of(elf, headers, hidden)
     rows, names = elf.symbol_rows(elf.section_at(tables[0]))
 
+    spelled: dict[str, str] = {}  # a name as any build spells it: each worked out once
+
     def named(name: str) -> str:
-        masked = TMPXFT.sub(MASKED, name.encode()) if "tmpxft_" in name else name.encode()
-        return unitnames.masked(masked, unit).decode()
+        found = spelled.get(name)
+        if found is None:
+            masked = TMPXFT.sub(MASKED, name.encode()) if "tmpxft_" in name else name.encode()
+            found = spelled[name] = unitnames.masked(masked, unit).decode()
+        return found
 
     def section_key(i: int) -> bytes:
         return section_name(headers[i], unit) if i < len(headers) else b"%d" % i
@@ -206,18 +211,29 @@ def host_parts(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: b
             if f is not None:  # its entries' places in the function are the function's, by the table's order
                 found[f].append(("pointed at from", section_key(x.info), value + addend - f.start))
 
+    # Each function's relocations, in the order of their places in it: a section's, sorted by offset, sliced
+    # at its functions' bounds (a relocation between two functions is in none).
+    relocations: dict[_Function, list[tuple[object, ...]]] = {}
     for shndx, entries in relocated.items():
-        for offset, kind, index, addend in entries:
-            hit = function_at(shndx, offset)
-            if hit is None:
-                return (f"a relocation at {offset:#x} in {headers[shndx].name.decode(errors='replace')} is in no "
-                        "function")
-            found[hit[0]].append((hit[1], kind, *target(kind, index, addend)))
-    entered = {f for f, refs in found.items() if any(r[2:4] == ("symbol", ENTRY) for r in refs)}
+        entries.sort()
+        offsets = [e[0] for e in entries]
+        claimed = 0
+        pointed = {(k, i, a): target(k, i, a) for _o, k, i, a in entries}  # calls to one function repeat
+        for f in by_section.get(shndx, []):
+            lo, hi = bisect.bisect_left(offsets, f.start), bisect.bisect_left(offsets, f.start + f.size)
+            relocations[f] = [(o - f.start, k, *pointed[k, i, a]) for o, k, i, a in entries[lo:hi]]
+            claimed += hi - lo
+        if claimed != len(entries):
+            stray = next(o for o in offsets if function_at(shndx, o) is None)
+            return f"a relocation at {stray:#x} in {headers[shndx].name.decode(errors='replace')} is in no function"
+    entry = ("symbol", ENTRY, -4)  # the call -finstrument-functions adds: an object without it is uninstrumented
+    entered = {f for f, refs in relocations.items() if any(r[2:] == entry for r in refs)} \
+        if ENTRY in names else set()
     digests: dict[str, str] = {}
     for f in functions:
         h = new(b"host function")
-        feed(h, raw(f.shndx)[f.start : f.start + f.size], repr(sorted(found[f], key=repr)))
+        feed(h, raw(f.shndx)[f.start : f.start + f.size], repr(relocations.get(f, [])),
+             repr(sorted(found[f], key=repr)))
         digest = h.hexdigest()
         for name in f.names:
             digests[named(name)] = digest

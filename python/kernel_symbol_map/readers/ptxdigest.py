@@ -22,6 +22,7 @@ split into statements as expected is digested whole, for every entry, and
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 import re  # these patterns are ASCII bytes: the standard module matches as the regex module does, in half the time
 
 import regex
@@ -63,6 +64,62 @@ def entry_digests(text: bytes, folders: Folders = NONE) -> tuple[dict[str, str],
         return _entry_digests(text, folders)
     found, per_entry = _entry_digests(unitnames.masked(text, unit), folders)
     return unitnames.unmasked(found, unit), per_entry
+
+
+def image_digest(text: bytes, folders: Folders = NONE) -> str:
+    """The digest (hex) of a PTX image as a whole, for the entries of an image whose every kernel is digested
+    per kernel in the cubin of its architecture (``compute_80`` beside ``sm_80``): one pass over the text,
+    where :func:`entry_digests` parses it. Normalised as the entries are, so two builds in two folders agree:
+    comments and line information (``.loc``, ``.file``, ``.section .debug_*``) left out, nvcc's unit hash
+    masked, and each byte array that spells a build folder read as its bytes, the folders masked, its size
+    less what a path made it. Text with debugging sections in another form is digested by its entries'
+    digests instead, all of them together."""
+    unit = unit_hash(text)
+    if unit is not None:
+        text = unitnames.masked(text, unit)
+    if _DEBUG_SECTION in text:  # -lineinfo's string table, -G's line and debug information
+        text = _DEBUG_BLOCK.sub(b"", text)
+        if _DEBUG_SECTION in text:  # in a form not recognised: its entries' digests, together
+            found, _ = _entry_digests(text, folders)
+            return _digest_of("\0".join(f"{k}={v}" for k, v in sorted(found.items())).encode())
+    if b"//" in text or b"/*" in text:  # comments, outside strings (.pragma "nounroll"; .file's path)
+        text = _LEXEMES.sub(lambda m: m.group() if m.group().startswith(b'"') else b" ", text) \
+            if b'"' in text else _LINE_COMMENT.sub(b" ", text)
+    if any(form in text for form in _FILE_DIRECTIVE):  # .file 1 "/abs/path/x.cu": line information
+        text = _FILE_LINE.sub(b"", text)
+    if any(form in text for form in _LOC_DIRECTIVE):
+        text = _LOC.sub(b"", text)
+    spelled = _array_spellings(folders)
+    if any(folder in text for folder in spelled):
+        text = _BYTES.sub(lambda m: _masked_array(m, folders) if any(f in m.group(4) for f in spelled)
+                          else m.group(), text)
+    return _digest_of(text)
+
+
+_DEBUG_SECTION = b".debug_"
+_DEBUG_BLOCK = re.compile(rb"^[ \t]*\.section[ \t]+\.debug_\w*\s*\{.*?^[ \t]*\}", re.M | re.S)
+_LOC_DIRECTIVE = (b".loc\t", b".loc ")  # as nvcc writes them, where a search for ".loc" finds .local too
+_FILE_DIRECTIVE = (b".file\t", b".file ")
+_FILE_LINE = re.compile(rb"^[ \t]*\.file\b[^\n]*", re.M)
+
+
+def _digest_of(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=DIGEST_BYTES).hexdigest()
+
+
+@lru_cache(maxsize=8)
+def _array_spellings(folders: Folders) -> tuple[bytes, ...]:
+    """Each build folder as a PTX byte array's initialiser spells it: ``47, 119, 111, 114, 107``."""
+    return tuple(b", ".join(b"%d" % c for c in folder) for folder in folders.roles)
+
+
+def _masked_array(m: re.Match[bytes], folders: Folders) -> bytes:
+    """A byte array's statement as its bytes, folders masked, and the zeros past its initialiser."""
+    values = [int(b) for b in m.group(4).replace(b",", b" ").split()]
+    if max(values, default=0) > 255:
+        return m.group()
+    zeros = int(m.group(3)) - len(values) if m.group(3) else -1
+    return m.group(1) + m.group(2) + b"[+%d] = " % zeros + folders.mask(bytes(values)) + b";"
 
 
 def _entry_digests(text: bytes, folders: Folders) -> tuple[dict[str, str], bool]:

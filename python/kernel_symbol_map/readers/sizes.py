@@ -45,7 +45,7 @@ from ._digest import new as new_digest
 from .cubindigest import CubinSymbols, kernel_digests
 from .cuda import STO_CUDA_ENTRY
 from .devicecode import CUDA_SECTIONS, HIP_BUNDLE_SECTION_PREFIX, HIP_SECTION, OFFLOADING_SECTION, cubin_arch
-from .ptxdigest import entry_digests
+from .ptxdigest import entry_digests, image_digest
 from .cubinsections import TEXT, Namer
 from .folders import NONE, Folders
 from .elf import (ET_REL, EM_AMDGPU, EM_CUDA, SHN_UNDEF, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, STT_FUNC, ElfFile, Header,
@@ -67,6 +67,9 @@ class Image:
     digests: dict[str, str] = field(default_factory=dict)  # kernel -> its device code's digest (digests=True)
     per_kernel: bool = True  # False: every kernel has the whole image's digest
     relocatable: str = ""  # -rdc (a relocatable cubin, bitcode): the whole image's digest, for what links it
+    # PTX beside a cubin of its architecture (compute_80 beside sm_80): the image's digest, whole; its kernels
+    # are digested one by one in the cubin, and ``digests`` is empty
+    beside_cubin: str = ""
 
     @property
     def overhead(self) -> int:
@@ -164,19 +167,27 @@ def _from_elf(blob: Blob, digests: bool, folders: Folders) -> Iterator[Image]:
 
 
 def _from_fatbin(blob: Blob, digests: bool, folders: Folders = NONE) -> Iterator[Image]:
-    for entry in fatbin.iter_entries(blob):
+    entries = list(fatbin.iter_entries(blob))
+    cubins = {e.arch.removeprefix("sm_") for e in entries if e.kind is fatbin.EntryKind.CUBIN}
+    for entry in entries:
         if entry.kind is fatbin.EntryKind.CUBIN:
             payload = Blob.from_bytes(f"{blob.name} [{entry.arch} cubin]", entry.payload(blob))
             yield cubin(ElfFile(payload), entry.compressed_size, entry.arch, digests, folders)  # sm_90a: the entry says "a"
         elif entry.kind is fatbin.EntryKind.PTX and digests:
-            yield _ptx(blob, entry.arch, entry.payload(blob), _ptx_size(blob, entry), entry.compressed_size, folders)
+            beside = entry.arch.removeprefix("compute_") in cubins
+            yield _ptx(blob, entry.arch, entry.payload(blob), _ptx_size(blob, entry), entry.compressed_size, folders,
+                       beside)
         elif entry.kind is fatbin.EntryKind.PTX:
             yield Image(entry.arch, PTX, _ptx_size(blob, entry), entry.compressed_size)
 
 
-def _ptx(blob: Blob, arch: str, text: bytes, size: int, stored: int, folders: Folders = NONE) -> Image:
-    """A PTX image, decompressed for its entries' digests."""
-    found, per_entry = entry_digests(text, folders)  # its own entries, as many as its .entry directives
+def _ptx(blob: Blob, arch: str, text: bytes, size: int, stored: int, folders: Folders = NONE,
+         beside_cubin: bool = False) -> Image:
+    """A PTX image, decompressed for its digests: its entries' (as many as its .entry directives), or, beside
+    a cubin of its architecture, whose kernels are digested one by one, the whole image's (one pass)."""
+    if beside_cubin:
+        return Image(arch, PTX, size, stored, beside_cubin=image_digest(text, folders))
+    found, per_entry = entry_digests(text, folders)
     return Image(arch, PTX, size, stored, digests=found, per_kernel=per_entry)
 
 

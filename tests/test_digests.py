@@ -26,7 +26,11 @@ import toolchains
 from toolchains import require
 
 from kernel_symbol_map.mapformat import digests as map_digests
-from kernel_symbol_map.producer.extract import _read_and_measure
+from kernel_symbol_map.producer.extract import _DEVICE_SECTIONS, _read_and_measure
+from kernel_symbol_map.readers._blob import OpenFile
+from kernel_symbol_map.readers.devicecode import HIP_BUNDLE_SECTION_PREFIX
+from kernel_symbol_map.readers.elf import ElfFile
+from kernel_symbol_map.readers.hostfunctions import host_parts
 from kernel_symbol_map.readers.devicecode import read_kernels
 from kernel_symbol_map.readers.ptxdigest import entry_digests
 
@@ -366,13 +370,20 @@ PINNED = {
     'cuda_rdc.o': {'covers': {'host': 'digested', 'kernels': 1}, 'host': '9a9eea662a6d9c9d', 'code': {'sm_80': ['31bf404c22ac52b3']}, 'relocatable': {'sm_80': '4d026057766c6d5f'}},
     'hip.o': {'covers': {'host': 'digested', 'kernels': 3}, 'host': 'e1852b77f94bf77c', 'code': {'gfx90a': ['985501757dc7e861', '985501757dc7e861', '985501757dc7e861']}, 'whole': ['gfx90a']},
 }
-# ...and the host parts' (each object's host_parts, as sorted JSON, hashed)
+# ...and the host parts' (each object's host code by parts, as a map of a build with host coverage holds them,
+# as sorted JSON, hashed)
 PINNED_PARTS = {'cuda.o': 'c884711cea5b22d4', 'cuda_ptx.o': 'f9de7b60de990a0b', 'cuda_rdc.o': 'bcc99a9538a56c26', 'hip.o': 'bedf43a3500ece49'}
 
 
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_the_digest_scheme_is_pinned(name: str) -> None:
-    _, _, packed = _read_and_measure(read_kernels, Path(__file__).parent / "data" / "fuzz" / "objects" / name)
-    parts = hashlib.blake2b(json.dumps(packed.pop("host_parts"), sort_keys=True).encode(), digest_size=8).hexdigest()
+    path = Path(__file__).parent / "data" / "fuzz" / "objects" / name
+    _, _, packed = _read_and_measure(read_kernels, path)
+    assert "host_parts" not in packed  # built without host coverage
+    with OpenFile(path) as blob:
+        found = host_parts(ElfFile(blob), _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode())
+    assert not isinstance(found, str), found
+    record = {"functions": dict(sorted(found.functions.items())), "init": sorted(found.init), "data": found.data}
+    parts = hashlib.blake2b(json.dumps(record, sort_keys=True).encode(), digest_size=8).hexdigest()
     assert map_digests.SCHEME == 5 and packed == PINNED[name] and parts == PINNED_PARTS[name], \
         "a digest's definition changed: bump mapformat.digests.SCHEME and update PINNED"

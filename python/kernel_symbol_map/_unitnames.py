@@ -16,6 +16,8 @@ many units) is left as it is, and differs, the safe way.
 
 from __future__ import annotations
 
+import re
+
 import regex
 
 # ``_INTERNAL_`` is found where it is mangled (``N34_INTERNAL_``): a user's ``cfg_INTERNAL_20240101_1_x``
@@ -25,13 +27,14 @@ UNIT = regex.compile(rb"(?<=" + _NAMED + rb")[0-9a-f]{8}(?=_\d+_)")  # where a u
 UNIT_TEXT = regex.compile(UNIT.pattern.decode())
 MASK = b"xxxxxxxx"
 MARKERS = (b"_GLOBAL__N__", b"_INTERNAL_", b"__nv_static_", b"__fatbinwrap_", b"__cudaRegisterLinkedBinary_")
+_ANY_MARKER = re.compile(b"|".join(map(re.escape, MARKERS)))  # the standard module: literals, at memchr-like speed
 
 
 def unit_hash(data: bytes) -> bytes | None:
     """The one unit hash ``data`` holds; None when it holds none, or several."""
-    present = [m for m in MARKERS if m in data]
-    if not present:
+    if _ANY_MARKER.search(data) is None:  # one pass where most images hold none, not one per marker
         return None
+    present = [m for m in MARKERS if m in data]
     first = UNIT.search(data, min(data.find(m) for m in present))
     if first is None:
         return None

@@ -20,7 +20,7 @@
   for each of its kernels (AMDGPU code objects, bitcode, PTX that did not split
   into entries): a change to one kernel there changes all.
 - ``host_parts``: the host code by parts (:mod:`..readers.hostfunctions`),
-  where it splits: ``functions`` (each host function's name, nvcc's unit
+  in an object compiled with host coverage, where it splits: ``functions`` (each host function's name, nvcc's unit
   hash and temporary file name masked, -> its digest), ``init`` (the names of its static initialisers
   and finalisers), ``data`` (the digest of the rest) and, for an object
   compiled with host coverage, ``unseen`` (the functions it does not see run:

@@ -36,7 +36,7 @@ from ..readers.archive import is_archive
 from ..readers.elf import EM_AMDGPU, EM_CUDA, ElfFile, is_elf
 from ..readers.folders import NONE, Folders
 from ..readers.hostdigest import host_digest
-from ..readers.hostfunctions import host_parts
+from ..readers.hostfunctions import host_parts, instrumented
 from ..readers.sizes import BITCODE, images, merged
 from .cache import ObjectCache
 from .generated import Known, tracked_files
@@ -153,9 +153,14 @@ def _measured(blob: Blob, result: Result, folders: Folders = NONE) -> Read:
 
 
 def _host_parts(blob: Blob, folders: Folders) -> map_digests.HostParts | None:
-    """The object's host code by parts; None where it does not split (it is then compared whole)."""
+    """The object's host code by parts, where it was compiled with host coverage (only a recording of such a
+    build can say which functions a test ran: elsewhere parts would cost a third of a cold map and decide
+    nothing); None where it was not, or does not split (it is then compared whole)."""
     try:
-        found = host_parts(ElfFile(blob), _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode(), folders)
+        elf = ElfFile(blob)
+        if not instrumented(elf):
+            return None
+        found = host_parts(elf, _DEVICE_SECTIONS, HIP_BUNDLE_SECTION_PREFIX.encode(), folders)
     except FormatError:
         return None
     return None if isinstance(found, str) else \

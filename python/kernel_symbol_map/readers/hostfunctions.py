@@ -218,7 +218,7 @@ def host_parts(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: b
         entries.sort()
         offsets = [e[0] for e in entries]
         claimed = 0
-        pointed = {(k, i, a): target(k, i, a) for _o, k, i, a in entries}  # calls to one function repeat
+        pointed = {key: target(*key) for key in {(k, i, a) for _o, k, i, a in entries}}  # calls to one repeat
         for f in by_section.get(shndx, []):
             lo, hi = bisect.bisect_left(offsets, f.start), bisect.bisect_left(offsets, f.start + f.size)
             relocations[f] = [(o - f.start, k, *pointed[k, i, a]) for o, k, i, a in entries[lo:hi]]
@@ -254,6 +254,15 @@ def host_parts(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: b
 
     unseen = frozenset(named(n) for f in functions if f not in entered for n in f.names) if entered else None
     return HostParts(digests, frozenset(init), data_digest(elf, headers, hidden, code, unit, located, folders), unseen)
+
+
+def instrumented(elf: ElfFile) -> bool:
+    """Whether ``elf`` was compiled with host coverage: its symbol table names :data:`ENTRY` (a search of the
+    names' bytes, without parsing the table)."""
+    table = elf.section(".symtab")
+    if table is None or table.link >= len(elf.header_list()):
+        return False
+    return ENTRY.encode() in elf.read(elf.section_at(table.link))
 
 
 def _starter(headers: list[Header], i: int) -> bool:

@@ -74,37 +74,48 @@ def image_digest(text: bytes, folders: Folders = NONE) -> str:
     masked, and each byte array that spells a build folder read as its bytes, the folders masked, its size
     less what a path made it. Text with debugging sections in another form is digested by its entries'
     digests instead, all of them together."""
+    # Each feature is looked for only where what it needs is there: a PTX image is hundreds of MB, and a
+    # search for a rare byte ("/", '"') costs a tenth of one for a word. Line information (.loc, debug
+    # sections) needs a .file directive, which quotes a path.
     unit = unit_hash(text)
     if unit is not None:
         text = unitnames.masked(text, unit)
-    if _DEBUG_SECTION in text:  # -lineinfo's string table, -G's line and debug information
+    quoted = b'"' in text
+    lines = quoted and b".file" in text
+    if lines and _DEBUG_SECTION in text:  # -lineinfo's string table, -G's line and debug information
         text = _DEBUG_BLOCK.sub(b"", text)
         if _DEBUG_SECTION in text:  # in a form not recognised: its entries' digests, together
             found, _ = _entry_digests(text, folders)
             return _digest_of("\0".join(f"{k}={v}" for k, v in sorted(found.items())).encode())
-    if b"//" in text or b"/*" in text:  # comments, outside strings (.pragma "nounroll"; .file's path)
+    if b"/" in text and (b"//" in text or b"/*" in text):  # comments, outside strings (.pragma "nounroll")
         text = _LEXEMES.sub(lambda m: m.group() if m.group().startswith(b'"') else b" ", text) \
-            if b'"' in text else _LINE_COMMENT.sub(b" ", text)
-    if any(form in text for form in _FILE_DIRECTIVE):  # .file 1 "/abs/path/x.cu": line information
+            if quoted or b"/*" in text else _LINE_COMMENT.sub(b" ", text)
+    if lines:  # .file 1 "/abs/path/x.cu", .loc 1 23 4: which line of which file
         text = _FILE_LINE.sub(b"", text)
-    if any(form in text for form in _LOC_DIRECTIVE):
-        text = _LOC.sub(b"", text)
+        if any(form in text for form in _LOC_DIRECTIVE):
+            text = _LOC.sub(b"", text)
+    # nvcc writes the module's data before its functions: byte arrays that may spell a folder are looked
+    # for there (one written later is digested as it is: two folders then differ, the safe way)
+    body = text.find(b")\n{")
+    head, tail = (text, b"") if body < 0 else (text[:body], text[body:])
     spelled = _array_spellings(folders)
-    if any(folder in text for folder in spelled):
-        text = _BYTES.sub(lambda m: _masked_array(m, folders) if any(f in m.group(4) for f in spelled)
-                          else m.group(), text)
-    return _digest_of(text)
+    if any(folder in head for folder in spelled):
+        head = _BYTES.sub(lambda m: _masked_array(m, folders) if any(f in m.group(4) for f in spelled)
+                          else m.group(), head)
+    return _digest_of(head, tail)
 
 
 _DEBUG_SECTION = b".debug_"
 _DEBUG_BLOCK = re.compile(rb"^[ \t]*\.section[ \t]+\.debug_\w*\s*\{.*?^[ \t]*\}", re.M | re.S)
 _LOC_DIRECTIVE = (b".loc\t", b".loc ")  # as nvcc writes them, where a search for ".loc" finds .local too
-_FILE_DIRECTIVE = (b".file\t", b".file ")
 _FILE_LINE = re.compile(rb"^[ \t]*\.file\b[^\n]*", re.M)
 
 
-def _digest_of(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=DIGEST_BYTES).hexdigest()
+def _digest_of(*parts: bytes) -> str:
+    h = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    for part in parts:
+        h.update(part)
+    return h.hexdigest()
 
 
 @lru_cache(maxsize=8)

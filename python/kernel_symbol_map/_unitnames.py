@@ -32,9 +32,12 @@ _ANY_MARKER = re.compile(b"|".join(map(re.escape, MARKERS)))  # the standard mod
 
 def unit_hash(data: bytes) -> bytes | None:
     """The one unit hash ``data`` holds; None when it holds none, or several."""
-    if _ANY_MARKER.search(data) is None:  # one pass where most images hold none, not one per marker
+    # The markers in one pass, not one per marker. Where one marker's match hides another's (text that
+    # runs two together), the first is not followed by a hash there, and the counts below send the search
+    # to the whole regex.
+    present = set(_ANY_MARKER.findall(data))
+    if not present:
         return None
-    present = [m for m in MARKERS if m in data]
     first = UNIT.search(data, min(data.find(m) for m in present))
     if first is None:
         return None

@@ -260,6 +260,7 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
     for i, (_, texts) in strings.items():
         pools.setdefault(key[i], set()).update(texts)
     symbols: dict[int, list[tuple[object, ...]]] = {}  # symbol table -> each symbol, by what it names
+    unit_text = None if unit is None else unit.decode()
 
     def where(shndx: int, value: int) -> tuple[object, ...]:
         """A place, by name: a string and the offset in it; a device container's symbol, no place."""
@@ -283,7 +284,7 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
         facts = []
         for (_, info, other, shndx, value, size), name in zip(rows, names):
             masked = _TMPXFT_TEXT.sub("tmpxft", name) if "tmpxft_" in name else name
-            if unit is not None and unit.decode() in masked:
+            if unit_text is not None and unit_text in masked:
                 masked = unitnames.masked(masked.encode(), unit).decode()
             if dropped and (shndx in dropped or shndx == SHN_UNDEF or shndx in strings):  # a relocation may still
                 # point at it (a label in a string pool, .LC0: the string it labels)
@@ -319,16 +320,21 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
         elif x.type == SHT_RELA and x.link in symbols and len(data) % Elf64_Rela.size == 0:
             refs = symbols[x.link]
             entries = []
+            named: dict[tuple[int, int], tuple[object, ...]] = {}  # (info, addend) -> it by name: calls repeat
             for offset, info, addend in Elf64_Rela.iter_unpack(data):
-                index = info >> 32
-                ref = refs[index] if index < len(refs) else ("index", index)
-                if ref[0] == "section":
-                    entries.append((offset, info & 0xFFFFFFFF, *where(ref[1], addend)))  # type: ignore[arg-type]
-                elif ref[2] in strings:  # a symbol in strings: where it points, by name
-                    _, name, shndx, value = ref  # the symbol marks its string: found by it, the addend kept
-                    entries.append((offset, info & 0xFFFFFFFF, name, *where(shndx, value), addend))  # type: ignore[arg-type]
-                else:
-                    entries.append((offset, info & 0xFFFFFFFF, ref[1], addend))
+                found = named.get((info, addend))
+                if found is None:
+                    index = info >> 32
+                    ref = refs[index] if index < len(refs) else ("index", index)
+                    if ref[0] == "section":
+                        found = (info & 0xFFFFFFFF, *where(ref[1], addend))  # type: ignore[arg-type]
+                    elif ref[2] in strings:  # a symbol in strings: where it points, by name
+                        _, name, shndx, value = ref  # the symbol marks its string: found by it, the addend kept
+                        found = (info & 0xFFFFFFFF, name, *where(shndx, value), addend)  # type: ignore[arg-type]
+                    else:
+                        found = (info & 0xFFFFFFFF, ref[1], addend)
+                    named[info, addend] = found
+                entries.append((offset, *found))
             data = repr(entries).encode()
             out((key[x.info] if x.info in key else x.info, x.type, data))  # which section it relocates
             continue

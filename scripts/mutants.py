@@ -2074,8 +2074,14 @@ MUTANTS = [
     Mutant("43.M12", "host functions are not digested in objects built with host coverage", "readers/hostfunctions.py",
            "    return ENTRY.encode() in elf.read(elf.section_at(table.link))", "    return False",
            ("tests/test_host_coverage.py",)),
+    Mutant("43.M13", "the sizes' walk leaves no cubin's kernels for the kernels' walk", "readers/sizes.py",
+           "            blob.cached(entry.offset, cubin_kernels_key(entry), lambda: frozenset(image.code), _kept)",
+           "            pass", ("tests/test_one_pass.py",)),
+    Mutant("43.M14", "the kernels the sizes' walk leaves are not the cubin's", "readers/sizes.py",
+           "lambda: frozenset(image.code), _kept)", "lambda: frozenset(list(image.code)[1:]), _kept)",
+           ("tests/test_one_pass.py",)),
     Mutant("43.M9", "a unit hash is taken as the only one when a marker is followed by another",
-           "_unitnames.py", "all(data.count(m) == data.count(m + hash_) for m in present)", "True",
+           "_unitnames.py", "all(n == data.count(m + hash_) for m, n in present.items())", "True",
            ("tests/test_unitnames.py",)),
 ]
 

@@ -11,6 +11,7 @@ import pytest
 from kernel_symbol_map.producer import extract
 from kernel_symbol_map.readers import _blob, fatbin, hip
 from kernel_symbol_map.readers.devicecode import read_kernels
+from kernel_symbol_map.readers.sizes import images as measure_blob
 from kernel_symbol_map.readers.sizes import measure
 
 COMPRESSED = ["compress_default.o", "compress_speed.o", "compress_all.o"]  # zstd, LZ4, PTX compressed too
@@ -49,13 +50,14 @@ def test_hip_bundles_are_decompressed_once(hip_corpus: dict[str, Path], monkeypa
     assert calls and max(calls.values()) == 1, calls
 
 
-def test_a_memo_keeps_no_more_than_its_limit(cuda_corpus: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_memo_keeps_no_payload_past_its_limit(cuda_corpus: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     path = cuda_corpus["compress_all.o"]  # the cubin compressed too: both walks need it
-    kept = extract._read_and_measure(read_kernels, path)
-    monkeypatch.setattr(_blob, "MEMO_LIMIT", 0)  # nothing fits: every walk inflates again, and answers the same
-    calls = _counting(monkeypatch, fatbin, "_DECOMPRESSORS")
-    assert extract._read_and_measure(read_kernels, path) == kept
-    assert max(calls.values()) == 2
+    monkeypatch.setattr(_blob, "MEMO_LIMIT", 0)  # no payload fits
+    with _blob.OpenFile(path, memo=True) as blob:
+        list(measure_blob(blob))
+        memo = blob._src.memo
+        assert memo is not None and memo.made and memo.kept == 0
+        assert all(isinstance(v, frozenset) for v in memo.made.values())  # a cubin's kernels, no payload
 
 
 def test_a_memo_answers_only_for_the_same_window_and_parameters(tmp_path: Path) -> None:
@@ -76,3 +78,15 @@ def test_a_memo_answers_only_for_the_same_window_and_parameters(tmp_path: Path) 
         assert shorter.cached(0, "x", lambda: make(shorter, "x"), lambda _: 1) == (100, "x")  # its own window
         assert whole.cached(0, ("x", 2), lambda: make(whole, ("x", 2)), lambda _: 1) == (200, ("x", 2))
     assert made == ["x", "x", ("x", 2)]
+
+
+def test_a_library_larger_than_the_memo_inflates_each_cubin_once(cuda_corpus: dict[str, Path],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library's images are hundreds of MB, past what the memo keeps of payloads: the sizes' walk leaves
+    each cubin's kernels there (a few names), and the kernels' walk inflates nothing again."""
+    path = cuda_corpus["compress_all.o"]
+    kept = extract._read_and_measure(read_kernels, path)
+    monkeypatch.setattr(_blob, "MEMO_LIMIT", 0)  # no payload fits: kernel lists are kept whatever it is
+    calls = _counting(monkeypatch, fatbin, "_DECOMPRESSORS")
+    assert extract._read_and_measure(read_kernels, path) == kept
+    assert calls and max(calls.values()) == 1, calls

@@ -17,6 +17,7 @@ many units) is left as it is, and differs, the safe way.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import regex
 
@@ -35,7 +36,7 @@ def unit_hash(data: bytes) -> bytes | None:
     # The markers in one pass, not one per marker. Where one marker's match hides another's (text that
     # runs two together), the first is not followed by a hash there, and the counts below send the search
     # to the whole regex.
-    present = set(_ANY_MARKER.findall(data))
+    present = Counter(_ANY_MARKER.findall(data))  # marker -> how many times it occurs (its matches)
     if not present:
         return None
     first = UNIT.search(data, min(data.find(m) for m in present))
@@ -45,7 +46,7 @@ def unit_hash(data: bytes) -> bytes | None:
     # is followed by the hash, so when each is followed by the first match's wherever it occurs, no match
     # of UNIT can find another.
     hash_ = first.group()
-    if b"__nv_static_" not in present and all(data.count(m) == data.count(m + hash_) for m in present):
+    if b"__nv_static_" not in present and all(n == data.count(m + hash_) for m, n in present.items()):
         return hash_
     found = set(UNIT.findall(data))
     return found.pop() if len(found) == 1 else None

@@ -37,7 +37,7 @@ from ..readers.elf import EM_AMDGPU, EM_CUDA, ElfFile, is_elf
 from ..readers.folders import NONE, Folders
 from ..readers.hostdigest import host_digest
 from ..readers.hostfunctions import host_parts, instrumented
-from ..readers.sizes import BITCODE, images, merged
+from ..readers.sizes import BITCODE, Image, images, merged
 from .cache import ObjectCache
 from .generated import Known, tracked_files
 from .mirrors import Mirror, Mirrors
@@ -125,8 +125,17 @@ def _read_and_measure(read: Callable[[Path], Result], path: Path, folders: Folde
     if read is read_kernels:
         try:
             with OpenFile(path, memo=True) as blob:
+                # Sizes and digests first: their walk inflates each image and leaves its kernels in the memo,
+                # so the kernels' walk inflates none again, whatever the memo's limit on payloads (a library's
+                # images are hundreds of MB)
+                try:
+                    walked: tuple[Image, ...] | None = tuple(images(blob, digests=True, folders=folders))
+                except FormatError:
+                    walked = None
                 result = read_blob(blob)
-                return (result, {}, None) if result.error is not None else _measured(blob, result, folders)
+                if result.error is not None or walked is None:
+                    return result, {}, None
+                return _measured(blob, result, folders, walked if result.device else ())
         except FormatError as e:  # the file cannot be opened: read_kernels says the same
             return failed(os.fspath(path), e), {}, None
     result = read(path)
@@ -139,11 +148,13 @@ def _read_and_measure(read: Callable[[Path], Result], path: Path, folders: Folde
         return result, {}, None
 
 
-def _measured(blob: Blob, result: Result, folders: Folders = NONE) -> Read:
-    """``result`` with the sizes and digests of the file open as ``blob``; none when they cannot be taken."""
+def _measured(blob: Blob, result: Result, folders: Folders = NONE, found: tuple[Image, ...] | None = None) -> Read:
+    """``result`` with the sizes and digests of the file open as ``blob``; none when they cannot be taken.
+    ``found``: its images, when they were walked already."""
     try:
         host, coverage = _host_digest(blob, folders)
-        found = tuple(images(blob, digests=True, folders=folders)) if result.device else ()
+        if found is None:
+            found = tuple(images(blob, digests=True, folders=folders)) if result.device else ()
     except FormatError:
         return result, {}, None
     sizes = merged([(i.arch, i.record()) for i in found if i.kind != BITCODE])

@@ -9,10 +9,11 @@ hundreds of MB) are read piecewise with ``os.pread`` so that memory stays
 bounded by the largest single payload rather than by the file size.
 
 A file opened with ``OpenFile(path, memo=True)`` keeps what its views make
-once (:meth:`Blob.cached`: decompressed payloads), so that two walks of one
-object (its kernels, then its sizes and digests) decompress each image once.
-The memo holds at most :data:`MEMO_LIMIT` bytes; past it, payloads are made
-again rather than kept.
+once (:meth:`Blob.cached`: decompressed payloads, and each cubin's kernels),
+so that two walks of one file (its sizes and digests, then its kernels)
+decompress each image once. The memo holds at most :data:`MEMO_LIMIT` bytes of
+payloads; past it, payloads are made again rather than kept, and the kernels
+the first walk left spare the second walk from making them.
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ class Blob:
 
     def cached(self, offset: int, what: Hashable, make: Callable[[], T], size: Callable[[T], int]) -> T:
         """What ``make`` gives for the data at ``offset``, made once per file opened with a memo (else
-        every time); ``size`` says how many bytes keeping it costs. ``what`` names what is made and every
+        every time); ``size`` says how many bytes keeping it costs (0: little enough to keep whatever the
+        memo holds, such as a cubin's kernel names, one set a cubin). ``what`` names what is made and every
         parameter beyond this window's bytes that ``make`` reads (a header's sizes and flags): the key is
         it, the offset and the window's end, so a crafted file's second header at the same bytes is made
         anew, and fails as it would have alone."""

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from kernel_symbol_map.mapformat.digests import SCHEME
+
 ROOT = Path(__file__).resolve().parents[1]
 SELECT_STEPS = ROOT / "examples" / "ci" / "buildkite" / "select_steps.py"
 COMMIT = "b" * 40
@@ -429,7 +431,7 @@ def digest_map(path: Path, commit: str, *, code: dict[str, str] | None = None, h
          "symbols": [], "deps": [BIND, "csrc/act.cuh"], "digests": {"covers": {"host": "digested", "kernels": 0}, "host": host_only}},
     ]
     doc = {"version": 1, "commit": commit, "cuda": "13.0", "generated_at": "", "build_dirs": ["$BUILD"],
-           "incomplete": False, "errors": [], "stats": {}, "backend": "cuda", "digests": 4,
+           "incomplete": False, "errors": [], "stats": {}, "backend": "cuda", "digests": SCHEME,
            "toolchain": {"CUDA": toolchain, "CXX": "GNU 12.2.0"}, "configure_inputs": ["CMakeLists.txt"],
            "objects": objects}
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -264,9 +264,10 @@ def _object(parts: dict[str, object] | None, host: str = "h") -> dict[str, objec
 
 def _compare(before: dict[str, object] | None, after: dict[str, object] | None) -> list[object]:
     from kernel_symbol_map.consumer import emitted
+    from kernel_symbol_map.mapformat import digests as map_digests
 
     def kmap(o: dict[str, object] | None) -> KernelMap:
-        return KernelMap({"objects": [o] if o is not None else [], "digests": 4})
+        return KernelMap({"objects": [o] if o is not None else [], "digests": map_digests.SCHEME})
 
     return emitted.compare([kmap(before)], [kmap(after)]).hosts
 

@@ -387,3 +387,20 @@ def test_the_digest_scheme_is_pinned(name: str) -> None:
     parts = hashlib.blake2b(json.dumps(record, sort_keys=True).encode(), digest_size=8).hexdigest()
     assert map_digests.SCHEME == 5 and packed == PINNED[name] and parts == PINNED_PARTS[name], \
         "a digest's definition changed: bump mapformat.digests.SCHEME and update PINNED"
+
+
+def test_ptx_of_one_compile_is_not_beside_another_compiles_cubin(tmp_path: Path) -> None:
+    """Two fatbins of one file, one after the other (as a library's section holds one per compile): the PTX of
+    the first has no cubin in its own container, so it keeps its per-entry digests, though the second's
+    cubin is of its architecture."""
+    nvcc = require(toolchains.nvcc(), "nvcc")
+    for name, text in _source().items():
+        (tmp_path / name).write_text(text)
+    for out, code in (("ptx.fatbin", "compute_80"), ("sass.fatbin", "sm_80")):
+        toolchains.run([nvcc, "-fatbin", "-gencode", f"arch=compute_80,code={code}", "-O3", "many.cu", "-o", out],
+                       cwd=tmp_path)
+    joined = tmp_path / "joined.fatbin"
+    joined.write_bytes((tmp_path / "ptx.fatbin").read_bytes() + (tmp_path / "sass.fatbin").read_bytes())
+    _, kernels, _ = _digests(joined)
+    assert kernels and all(set(archs) == {"sm_80", "compute_80"} for archs in kernels.values()), kernels
+    assert _ptx(joined) == {}

@@ -53,6 +53,7 @@ class FatbinEntry:
     offset: int  # of the payload, within the blob the entry was read from
     compressed_size: int
     uncompressed_size: int
+    container: int = 0  # where its container's header is: one compile's images share one
 
     @property
     def arch(self) -> str:
@@ -101,11 +102,11 @@ def iter_entries(blob: Blob) -> Iterator[FatbinEntry]:
         start = offset + header_size
         end = start + entries_size
         blob.check(start, entries_size, "fatbin entries")
-        yield from _iter_container(blob, start, end)
+        yield from _iter_container(blob, start, end, offset)
         offset = end
 
 
-def _iter_container(blob: Blob, offset: int, end: int) -> Iterator[FatbinEntry]:
+def _iter_container(blob: Blob, offset: int, end: int, container: int) -> Iterator[FatbinEntry]:
     while offset < end:
         (kind, _, header_size, stored_size, compressed_size, _, _, sm, _, _, flags, _, uncompressed) = (
             blob.unpack(FatbinEntryHeader, offset, "fatbin entry header")
@@ -126,7 +127,7 @@ def _iter_container(blob: Blob, offset: int, end: int) -> Iterator[FatbinEntry]:
                 raise blob.error("fatbin entry compressed size exceeds its stored size", offset)
         else:
             compressed_size = stored_size
-        yield FatbinEntry(entry_kind, sm, flags, payload_at, compressed_size, uncompressed)
+        yield FatbinEntry(entry_kind, sm, flags, payload_at, compressed_size, uncompressed, container)
         offset = payload_at + stored_size
 
 

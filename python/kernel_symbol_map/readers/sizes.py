@@ -169,7 +169,8 @@ def _from_elf(blob: Blob, digests: bool, folders: Folders) -> Iterator[Image]:
 
 def _from_fatbin(blob: Blob, digests: bool, folders: Folders = NONE) -> Iterator[Image]:
     entries = list(fatbin.iter_entries(blob))
-    cubins = {e.arch.removeprefix("sm_") for e in entries if e.kind is fatbin.EntryKind.CUBIN}
+    # The cubins' architectures, by container: a library's section holds one container for each compile
+    cubins = {(e.container, e.arch.removeprefix("sm_")) for e in entries if e.kind is fatbin.EntryKind.CUBIN}
     for entry in entries:
         if entry.kind is fatbin.EntryKind.CUBIN:
             payload = Blob.from_bytes(f"{blob.name} [{entry.arch} cubin]", entry.payload(blob))
@@ -178,7 +179,7 @@ def _from_fatbin(blob: Blob, digests: bool, folders: Folders = NONE) -> Iterator
             blob.cached(entry.offset, cubin_kernels_key(entry), lambda: frozenset(image.code), _kept)
             yield image
         elif entry.kind is fatbin.EntryKind.PTX and digests:
-            beside = entry.arch.removeprefix("compute_") in cubins
+            beside = (entry.container, entry.arch.removeprefix("compute_")) in cubins
             yield _ptx(blob, entry.arch, entry.payload(blob), _ptx_size(blob, entry), entry.compressed_size, folders,
                        beside)
         elif entry.kind is fatbin.EntryKind.PTX:

@@ -203,19 +203,19 @@ def cubin_arch(elf: ElfFile) -> str:
     return f"sm_{sm}"
 
 
-def cubin_kernels_key(entry: fatbin.FatbinEntry) -> tuple[object, ...]:
-    """What a file's memo keeps a fatbin cubin's kernels under (:meth:`Blob.cached`): the sizes walk
-    (:mod:`.sizes`), which inflates the cubin, leaves them there, and this walk inflates it no more."""
-    return ("cubin kernels", entry.flags, entry.compressed_size, entry.uncompressed_size)
+def cubin_kernels(blob: Blob, entry: fatbin.FatbinEntry, make: Callable[[], frozenset[str]]) -> frozenset[str]:
+    """A fatbin cubin's kernels, made once per file opened with a memo (:meth:`Blob.cached`), and kept
+    whatever the payloads took of it (a few names a cubin): the sizes walk (:mod:`.sizes`), which inflates
+    the cubin, leaves them there, and this walk inflates it no more."""
+    key = ("cubin kernels", entry.flags, entry.compressed_size, entry.uncompressed_size)
+    return blob.cached(entry.offset, key, make, lambda _kernels: 0)
 
 
 def _from_fatbin(blob: Blob, code: _DeviceCode) -> None:
     for entry in fatbin.iter_entries(blob):
         if entry.kind is fatbin.EntryKind.CUBIN:
-            code.final[entry.arch].update(blob.cached(
-                entry.offset, cubin_kernels_key(entry),
-                lambda e=entry: cuda.cubin_kernels(Blob.from_bytes(f"{blob.name} [{e.arch} cubin]", e.payload(blob))),
-                lambda _kernels: 0))  # a few names: kept whatever the payloads took
+            code.final[entry.arch].update(cubin_kernels(blob, entry, lambda e=entry: cuda.cubin_kernels(
+                Blob.from_bytes(f"{blob.name} [{e.arch} cubin]", e.payload(blob)))))
         elif entry.kind is fatbin.EntryKind.PTX:
             code.ptx.append((entry.arch, _ptx_reader(blob, entry)))
         else:

@@ -320,21 +320,16 @@ def _by_names(elf: ElfFile, headers: list[Header], kept: list[int], hidden: set[
         elif x.type == SHT_RELA and x.link in symbols and len(data) % Elf64_Rela.size == 0:
             refs = symbols[x.link]
             entries = []
-            named: dict[tuple[int, int], tuple[object, ...]] = {}  # (info, addend) -> it by name: calls repeat
             for offset, info, addend in Elf64_Rela.iter_unpack(data):
-                found = named.get((info, addend))
-                if found is None:
-                    index = info >> 32
-                    ref = refs[index] if index < len(refs) else ("index", index)
-                    if ref[0] == "section":
-                        found = (info & 0xFFFFFFFF, *where(ref[1], addend))  # type: ignore[arg-type]
-                    elif ref[2] in strings:  # a symbol in strings: where it points, by name
-                        _, name, shndx, value = ref  # the symbol marks its string: found by it, the addend kept
-                        found = (info & 0xFFFFFFFF, name, *where(shndx, value), addend)  # type: ignore[arg-type]
-                    else:
-                        found = (info & 0xFFFFFFFF, ref[1], addend)
-                    named[info, addend] = found
-                entries.append((offset, *found))
+                index = info >> 32
+                ref = refs[index] if index < len(refs) else ("index", index)
+                if ref[0] == "section":
+                    entries.append((offset, info & 0xFFFFFFFF, *where(ref[1], addend)))  # type: ignore[arg-type]
+                elif ref[2] in strings:  # a symbol in strings: where it points, by name
+                    _, name, shndx, value = ref  # the symbol marks its string: found by it, the addend kept
+                    entries.append((offset, info & 0xFFFFFFFF, name, *where(shndx, value), addend))  # type: ignore[arg-type]
+                else:
+                    entries.append((offset, info & 0xFFFFFFFF, ref[1], addend))
             data = repr(entries).encode()
             out((key[x.info] if x.info in key else x.info, x.type, data))  # which section it relocates
             continue

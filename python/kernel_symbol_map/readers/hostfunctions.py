@@ -226,9 +226,8 @@ def host_parts(elf: ElfFile, device_sections: frozenset[bytes], device_prefix: b
         if claimed != len(entries):
             stray = next(o for o in offsets if function_at(shndx, o) is None)
             return f"a relocation at {stray:#x} in {headers[shndx].name.decode(errors='replace')} is in no function"
-    entry = ("symbol", ENTRY, -4)  # the call -finstrument-functions adds: an object without it is uninstrumented
-    entered = {f for f, refs in relocations.items() if any(r[2:] == entry for r in refs)} \
-        if ENTRY in names else set()
+    entered = {f for f, refs in relocations.items() if any(r[2:4] == ("symbol", ENTRY) for r in refs)} \
+        if ENTRY in names else set()  # an object that names no ENTRY is not instrumented
     digests: dict[str, str] = {}
     for f in functions:
         h = new(b"host function")

@@ -45,7 +45,7 @@ from ._digest import new as new_digest
 from .cubindigest import CubinSymbols, kernel_digests
 from .cuda import STO_CUDA_ENTRY
 from .devicecode import (CUDA_SECTIONS, HIP_BUNDLE_SECTION_PREFIX, HIP_SECTION, OFFLOADING_SECTION, cubin_arch,
-                         cubin_kernels_key)
+                         cubin_kernels)
 from .ptxdigest import entry_digests, image_digest
 from .cubinsections import TEXT, Namer
 from .folders import NONE, Folders
@@ -176,7 +176,7 @@ def _from_fatbin(blob: Blob, digests: bool, folders: Folders = NONE) -> Iterator
             payload = Blob.from_bytes(f"{blob.name} [{entry.arch} cubin]", entry.payload(blob))
             image = cubin(ElfFile(payload), entry.compressed_size, entry.arch, digests, folders)  # sm_90a: "a"
             # Its kernels (every one has code), for the kernels' walk of the same file (devicecode)
-            blob.cached(entry.offset, cubin_kernels_key(entry), lambda: frozenset(image.code), _kept)
+            cubin_kernels(blob, entry, lambda: frozenset(image.code))
             yield image
         elif entry.kind is fatbin.EntryKind.PTX and digests:
             beside = (entry.container, entry.arch.removeprefix("compute_")) in cubins
@@ -184,10 +184,6 @@ def _from_fatbin(blob: Blob, digests: bool, folders: Folders = NONE) -> Iterator
                        beside)
         elif entry.kind is fatbin.EntryKind.PTX:
             yield Image(entry.arch, PTX, _ptx_size(blob, entry), entry.compressed_size)
-
-
-def _kept(kernels: frozenset[str]) -> int:
-    return 0  # a few names a cubin: kept whatever the payloads took of the memo (Blob.cached)
 
 
 def _ptx(blob: Blob, arch: str, text: bytes, size: int, stored: int, folders: Folders = NONE,

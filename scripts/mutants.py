@@ -2088,6 +2088,22 @@ MUTANTS = [
     Mutant("43.M9", "a unit hash is taken as the only one when a marker is followed by another",
            "_unitnames.py", "all(n == data.count(m + hash_) for m, n in present.items())", "True",
            ("tests/test_unitnames.py",)),
+    Mutant("43.M17", "a C++ kernel no map knows is not unknown (only a JIT's names are)", "consumer/jitkernels.py",
+           "    unknown = frozenset().union(*(r.kernels for r in recordings)) - known",
+           "    unknown = frozenset(k for k in frozenset().union(*(r.kernels for r in recordings)) - known\n"
+           "                        if not k.startswith(\"_Z\"))", ("tests/test_selection_safety.py",)),
+    Mutant("43.M18", "a map's separator whose '{' opens the next piece of text is missed", "mapformat/plainjson.py",
+           "        searched = len(buffer) if objects is not None else 0",
+           "        searched = len(buffer) + 1 if objects is not None else 0", ("tests/test_consumer_scale.py",)),
+    Mutant("43.M19", "a commit is checked only the first time a file names it, and not even then",
+           "consumer/recordings.py", "(commit not in commits and not _clean(commit))", "(commit not in commits)",
+           ("tests/test_validation.py",)),
+    Mutant("43.M20", "a record's repeated kernel name drops its neighbour", "consumer/recordings.py",
+           "        return tuple(dict.fromkeys(names))", "        return tuple(dict.fromkeys(names[1:]))",
+           ("tests/test_consumer_scale.py",)),
+    Mutant("43.M21", "a recording that launched only mapped kernels is taken as launching unknown ones, and the "
+           "reverse", "consumer/runtimesources.py", "if not known.issuperset(r.kernels)]",
+           "if known.issuperset(r.kernels)]", ("tests/test_jit.py",)),
 ]
 
 

@@ -92,6 +92,17 @@ def test_an_empty_map_and_objects_without_deps() -> None:
     assert _agrees(_layout(_map([_object(0, []), {"source": "a.cu"}, {}]))) is not None
 
 
+def test_a_text_cut_anywhere_decodes_as_it_does_whole() -> None:
+    """Wherever inflating cuts the text, even inside a separator or just after it: the same document."""
+    text = _layout(_map([_object(0, ["a.h", "b.h"]), _object(1, ["a.h"], sizes={"sm_90": {"image": 1, "stored": 1}}),
+                         _object(2, [])]))
+    whole = plainjson.decode_map([text])
+    assert whole == json.loads(text)
+    for at in range(1, len(text)):
+        assert plainjson.decode_map([text[:at], text[at:]]) == whole, at
+        assert plainjson.decode_map([text[:at], text[at : at + 3], text[at + 3 :]]) == whole, at
+
+
 # Texts the decoder must get right, or hand to json.loads: each is a way splitting could go wrong.
 TRICKY = {
     "brackets and braces in paths": [_object(0, ["a[1].h", "b{2}.h", "c]", "d},{e", "[", "{"])],
@@ -147,14 +158,15 @@ def test_other_layouts_are_decoded_whole() -> None:
     assert plainjson.decode_map([_layout(doc) + b"\n"]) is None
 
 
+@pytest.mark.parametrize("first", [False, True])
 @pytest.mark.parametrize("extra", [0, 1])
-def test_the_container_bound_is_the_whole_texts(extra: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Brackets inside paths count, as the whole path counts them: at the bound the map decodes, one past
-    it both paths refuse it."""
+def test_the_container_bound_is_the_whole_texts(extra: int, first: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Brackets inside paths count, as the whole path counts them (the first path's first character too): at
+    the bound the map decodes, one past it both paths refuse it."""
     base = _layout(_map([_object(0, ["a.h"])]))
     # pad with '[' inside a path until the text holds exactly bound (+ extra) containers
     for n in range(len(base)):
-        text = _layout(_map([_object(0, ["a.h", "[" * n])]))
+        text = _layout(_map([_object(0, ["[" * n, "a.h"] if first else ["a.h", "[" * n])]))
         bound = len(text) // plainjson.MIN_CONTAINER_BYTES + 64
         if text.count(b"{") + text.count(b"[") == bound + extra:
             break
@@ -229,6 +241,16 @@ def test_an_object_too_big_to_hold_twice_decodes_whole(monkeypatch: pytest.Monke
     monkeypatch.setattr(plainjson, "MAX_PENDING", 1 << 10)
     text = _layout(_map([_object(0, [f"include/h{i}.cuh" for i in range(100)]), _object(1, ["a.h"])]))
     assert plainjson.decode_map([text]) is None
+    assert plainjson.decode_map([text[i : i + 16] for i in range(0, len(text), 16)]) is None  # held a piece at a time
+
+
+def test_the_bound_is_one_objects_not_the_head_and_an_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plainjson, "MAX_PENDING", 1 << 10)
+    text = _layout(_map([_object(i, [f"include/h{j}.cuh" for j in range(30)]) for i in range(3)], cuda="x" * 600))
+    head = text.index(b'"objects":[') + len(b'"objects":[')
+    assert 600 < head < 1 << 10 and all(600 < len(o) < 1 << 10 for o in text[head:].split(b"},{"))
+    assert plainjson.decode_map([text[:head], *(text[i : i + 500] for i in range(head, len(text), 500))]) == \
+        json.loads(text)
     monkeypatch.undo()
     assert _agrees(text) == json.loads(text)
 
@@ -318,6 +340,16 @@ def test_names_in_many_records_are_one_string(tmp_path: Any) -> None:
                                        separators=(",", ":")) + "\n" for i in range(3)))
     a, b, _ = read([path])
     assert next(k for k in a.kernels if k == "_Z1av") is next(k for k in b.kernels if k == "_Z1av")
+
+
+def test_a_records_kernels_are_kept_sorted_each_once(tmp_path: Any) -> None:
+    from kernel_symbol_map.consumer.recordings import read
+
+    path = tmp_path / "r.jsonl"
+    record = {"kernels": ["_Z1cv", "_Z1av", "_Z1cv", "_Z1bv"], "complete": True}
+    path.write_text(json.dumps({"test": "t::split", **record}, separators=(",", ":")) + "\n" +
+                    json.dumps({"test": "t::json.loads", **record}) + "\n")  # spaced: json.loads reads it
+    assert [r.kernels for r in read([path])] == [("_Z1av", "_Z1bv", "_Z1cv")] * 2
 
 
 # Canonical: realpath, its folder resolved once per folder

@@ -413,7 +413,7 @@ def _runs(selection: Selection) -> set[str]:
 
 def test_the_plugin_records_which_function_a_jit_launched(suite: tuple[Path, str, list[recs.Recording]]) -> None:
     by_test = {r.test.rsplit("::", 1)[-1]: r for r in suite[2]}
-    assert by_test["test_source_jit"].kernels == {"add_kernel"}
+    assert by_test["test_source_jit"].kernels == ("add_kernel",)
     assert dict(by_test["test_source_jit"].jit_kernels) == {"add_kernel": {"pkg/kernels.py:add_kernel"}}
     assert dict(by_test["test_class_kernel"].jit_kernels) == {"class_kernel": {"pkg/kernels.py:class_kernel"}}
     assert not by_test["test_control"].jit_kernels

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -270,6 +271,54 @@ def test_machine_output_is_the_document_a_line_per_key_and_per_item(doc: dict[st
     lines = text.splitlines()
     expected = sum(1 + (len(v) + 1 if isinstance(v, list) and v else 0) for v in doc.values())
     assert len(lines) == (expected + 2 if doc else 1), text
+
+
+def test_machine_output_in_pieces_is_the_same_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A top-level list is encoded a few items at a time (test names without an encoder set up for each), and
+    written as it is encoded: the text is what one encode of each item gives, whatever the pieces."""
+    from kernel_symbol_map.cli import _output
+
+    doc = {"run": [f"t::{i}" for i in range(7)], "mixed": ["a", 1, {"b": ["c"]}, "\u00e9", None, "d", 2.5],
+           "decisions": [{"test": f"t::{i}", "run": i % 2 == 0} for i in range(5)], "summary": "x"}
+    whole = "{\n" + ",\n".join(
+        f" {json.dumps(k)}: " + ("[\n  " + ",\n  ".join(map(json.dumps, v)) + "\n ]" if isinstance(v, list) else
+                                 json.dumps(v)) for k, v in doc.items()) + "\n}\n"
+    for size in (1, 2, 3, 1000):
+        monkeypatch.setattr(_output, "ITEMS_A_PIECE", size)
+        assert _output.json_text(doc) == whole, size
+
+
+def _top_headers_counted_plainly(doc: dict[str, Any], headers: int) -> dict[str, list[str]]:
+    """Each object's top project headers as show defines them, counted the plain way: per header, the objects
+    whose deps hold it; absolute paths and the objects' own sources are no project headers."""
+    sources = {o["source"] for o in doc["objects"]}
+    fan_in: dict[str, int] = {}
+    for o in doc["objects"]:
+        for d in set(o["deps"]):
+            if not d.startswith("/") and d not in sources:
+                fan_in[d] = fan_in.get(d, 0) + 1
+    return {o["object"]: sorted((d for d in o["deps"] if d in fan_in), key=lambda d: (-fan_in[d], d))[:headers]
+            for o in doc["objects"]}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_show_names_each_sources_most_shared_project_headers(seed: int) -> None:
+    from kernel_symbol_map.cli.show import summary
+
+    rng = random.Random(seed)
+    pool = [f"include/h{i}.cuh" for i in range(12)] + [f"/usr/include/s{i}.h" for i in range(6)] + \
+        [f"csrc/k{i}.cu" for i in range(6)]
+    objects = []
+    for i in range(rng.randrange(1, 7)):
+        deps = rng.sample(pool, rng.randrange(0, 10))
+        deps += rng.sample(deps, min(len(deps), rng.randrange(0, 2)))  # a dep listed twice: no writer does it
+        objects.append({"source": f"csrc/k{i}.cu", "target": f"t{i % 2}", "object": f"k{i}.o", "device": True,
+                        "symbols": [f"_Z1k{i}v"], "deps": deps})
+    doc = {"commit": COMMIT, "cuda": "13.0", "generated_at": "", "build_dirs": [], "errors": [], "stats": {},
+           "objects": objects}
+    headers = rng.randrange(0, 5)
+    shown = {e["object"]: e["top_headers"] for t in summary(doc, headers)["targets"] for e in t["sources"]}
+    assert shown == _top_headers_counted_plainly(doc, headers)
 
 
 @pytest.mark.parametrize(("argv", "lines"), [

@@ -43,7 +43,7 @@ def test_one_tests_records_merge_incomplete_when_one_part_is(tmp_path: Path) -> 
     partial = _jsonl(tmp_path / "b.jsonl", {"test": "t::x", "kernels": [], "complete": False, "commit": COMMIT,
                                             "reason": "the test failed"})
     (merged,) = read([whole, partial])
-    assert not merged.complete and merged.why_incomplete == "the test failed" and merged.kernels == {"_Z1av"}
+    assert not merged.complete and merged.why_incomplete == "the test failed" and merged.kernels == ("_Z1av",)
     assert _runs([merged], "t::x")
 
 

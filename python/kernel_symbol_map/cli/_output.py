@@ -54,25 +54,44 @@ def _say(prefix: str, colour: str, message: str) -> None:
 
 
 def write_json(schema: str, payload: dict[str, Any]) -> None:
-    """Machine output: one JSON document on stdout, versioned by ``schema`` (``kernel-symbol-map/<what>/<n>``)."""
-    sys.stdout.write(json_text({"schema": schema, **payload}))
+    """Machine output: one JSON document on stdout, versioned by ``schema`` (``kernel-symbol-map/<what>/<n>``),
+    written as it is encoded (a 10x ``select``'s 50,000 decisions are 11 MB of text, never held whole)."""
+    sys.stdout.writelines(json_pieces({"schema": schema, **payload}))
 
 
 def json_text(doc: dict[str, Any]) -> str:
     """``doc`` as JSON a person can read and ``grep``: a line per top-level key, and a list's items a line
-    each, each compact. json's ``indent`` would do it in Python, a line per value (a 10x ``select``'s
-    50,000 decisions took 1.3 s of its run); this is its C encoder, once per key or item, and one write."""
+    each, each compact (:func:`json_pieces`, joined)."""
+    return "".join(json_pieces(doc))
+
+
+ITEMS_A_PIECE = 1000  # a top-level list's items encoded, joined and handed on together
+
+
+def json_pieces(doc: dict[str, Any]) -> Iterator[str]:
+    """:func:`json_text`'s text in pieces, each key's or a few hundred KB. json's ``indent`` would do it in
+    Python, a line per value (a 10x ``select``'s 50,000 decisions took 1.3 s of its run); this is its C
+    encoder, once per key or item."""
     import json  # here, not at the top: every command's start-up imports this module
+    from json.encoder import encode_basestring_ascii  # what encode does with a str, without its set-up
 
     encode = json.JSONEncoder().encode  # no indent: the C encoder; ensure_ascii, as json.dumps
-    lines = []
-    for key, value in doc.items():
+    if not doc:
+        yield "{}\n"
+        return
+    for n, (key, value) in enumerate(doc.items()):
+        yield f"{',' if n else '{'}\n {encode(key)}: "
         if isinstance(value, list) and value:
-            items = ",\n  ".join(map(encode, value))
-            lines.append(f" {encode(key)}: [\n  {items}\n ]")
+            yield "[\n  "
+            for at in range(0, len(value), ITEMS_A_PIECE):
+                items = value[at : at + ITEMS_A_PIECE]
+                strings = set(map(type, items)) == {str}  # a list of test names: no encoder set up for each
+                yield ("" if at == 0 else ",\n  ") + ",\n  ".join(
+                    map(encode_basestring_ascii if strings else encode, items))
+            yield "\n ]"
         else:
-            lines.append(f" {encode(key)}: {encode(value)}")
-    return "{\n" + ",\n".join(lines) + "\n}\n" if lines else "{}\n"
+            yield encode(value)
+    yield "\n}\n"
 
 
 def error(message: str) -> None:

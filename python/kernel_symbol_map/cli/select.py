@@ -188,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         selection = everything(tests, changed, MAP_COMMIT_MISSING, commit_missing, rules, canonical=canonical)
     else:
         selection = select(kmaps, recordings, changed, options=options, unreadable=unreadable, base=base_maps)
+    del recordings, kmaps, base_maps  # the output needs none of them: their memory is free for its text
     _print(selection, args.json)
     evidence_failed = selection.fallback in EVIDENCE_FALLBACKS or bool(unreadable)
     return EXIT_INPUT if args.strict and evidence_failed else EXIT_OK

@@ -29,22 +29,25 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def summary(doc: dict[str, Any], headers: int) -> dict[str, Any]:
     """What ``show`` prints, as data: the map's header, and per target its sources."""
     objects = doc["objects"]
-    # Fan-in: how many objects include each project header; the most shared come first.
+    # Fan-in: how many objects include each project header (a relative path no object is compiled from); the
+    # most shared come first. The project headers are picked from the map's distinct deps, then each object's
+    # from its deps at C speed: a vLLM map's 4.5 million deps are mostly toolkit headers.
     sources = {o["source"] for o in objects}
+    project = {d for d in set().union(*(o["deps"] for o in objects)) if not d.startswith("/")} - sources
+    own = [list(filter(project.__contains__, o["deps"])) for o in objects]
     fan_in: Counter[str] = Counter()
-    for o in objects:  # counted in bulk, then the absolute paths and the sources dropped: a third of the time
-        fan_in.update(set(o["deps"]))
-    for d in [d for d in fan_in if d.startswith("/") or d in sources]:
-        del fan_in[d]
-    by_target: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for o in objects:
-        by_target[o["target"]].append(o)
+    for mine in own:
+        fan_in.update(set(mine))
+    rank = {d: i for i, d in enumerate(sorted(fan_in, key=lambda d: (-fan_in[d], d)))}
+    by_target: dict[str, list[tuple[dict[str, Any], list[str]]]] = defaultdict(list)
+    for o, mine in zip(objects, own, strict=True):
+        by_target[o["target"]].append((o, mine))
     targets = []
     for target in sorted(by_target):
-        members = by_target[target]
+        members = [o for o, _ in by_target[target]]
         entries = []
-        for o in members:
-            top = sorted((d for d in o["deps"] if d in fan_in), key=lambda d: (-fan_in[d], d))[:headers]
+        for o, mine in by_target[target]:
+            top = sorted(mine, key=rank.__getitem__)[:headers]
             kind = "device-link" if o.get("device_link") else ("device" if o["device"] else "host")
             entries.append({"source": o["source"], "object": o["object"], "kind": kind,
                             "kernels": len(o["symbols"]), "deps": len(o["deps"]), "top_headers": top,

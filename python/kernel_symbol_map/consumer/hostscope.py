@@ -177,7 +177,7 @@ class HostScope:
                 if not change.kernels:
                     found[test] = (LOADED, f"{what}; its recording lists no libraries, and the object has no "
                                    "kernels")
-                elif narrow and (launched := sorted(change.kernels & self.launched[test])):
+                elif narrow and (launched := sorted(change.kernels.intersection(self.launched[test]))):
                     found[test] = (LOADED, f"{what}; its recording lists no libraries, and it launched "
                                    f"{launched[0]}, a kernel of that object")
                 continue

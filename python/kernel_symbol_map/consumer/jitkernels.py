@@ -69,6 +69,7 @@ class JitKernels:
     """The kernels of the recordings that no map knows and a JIT named after a function of the project."""
 
     recordings: list[Recording]  # with the by-name functions' blocks joined to their Python coverage
+    unknown: frozenset[str]  # every kernel the recordings name that no map knows, JIT'd or not
     by_name: dict[str, list[JitFunction]] = field(default_factory=dict)  # kernel -> its candidates (and callees)
 
     def owner(self, recording: Recording, kernel: str) -> str | None:
@@ -84,24 +85,25 @@ def attribute(recordings: list[Recording], known: frozenset[str], tree: PythonTr
               decorators: Sequence[str] = ()) -> JitKernels:
     """The recordings' kernels no map (``known``) holds, attributed to the JIT'd functions they are named after;
     ``changed`` are the change's files (their text at the recordings' commit is what the kernels came from)."""
+    unknown = frozenset().union(*(r.kernels for r in recordings)) - known
     # A C++ kernel's mangled name (_Z...) is no Python function's: only the others are looked for.
-    unknown = {k for k in frozenset().union(*(r.kernels for r in recordings)) - known if not k.startswith("_Z")}
-    if not unknown or tree is None or tree.top is None:
-        return JitKernels(recordings)
+    named = sorted(k for k in unknown if not k.startswith("_Z"))
+    if not named or tree is None or tree.top is None:
+        return JitKernels(recordings, unknown)
     index = _Index(tree, changed, JIT_DECORATORS | {d.rpartition(":")[2] for d in decorators})
-    by_name = {k: found for k in sorted(unknown) if (found := index.reach(k))}
+    by_name = {k: found for k in named if (found := index.reach(k))}
     if not by_name:
-        return JitKernels(recordings)
+        return JitKernels(recordings, unknown)
     joined = []
     for r in recordings:  # a kernel the recording attributes itself needs no guess by name
-        hits = [f for k in r.kernels & by_name.keys() if not _recorded(r, k) for f in by_name[k]]
+        hits = [f for k in by_name.keys() & r.kernels if not _recorded(r, k) for f in by_name[k]]
         if hits and r.python is not None:
             python = dict(r.python)
             for f in hits:
                 python[f.file] = python.get(f.file, frozenset()) | {f.digest}
             r = dataclasses.replace(r, python=python)
         joined.append(r)
-    return JitKernels(joined, by_name)
+    return JitKernels(joined, unknown, by_name)
 
 
 def _recorded(recording: Recording, kernel: str) -> list[str]:

@@ -25,12 +25,14 @@ file and says which tests it would have covered.
 from __future__ import annotations
 
 import json
+import operator
 import re
 import sqlite3
 import string
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +52,10 @@ MAX_NAME = 1 << 16  # characters in one kernel name (C++ templates make long one
 @dataclass(frozen=True, slots=True)  # no __dict__: 50,000 of them are read at once
 class Recording:
     test: str
-    kernels: frozenset[str]
+    # The kernels it launched, each once: read, a sorted tuple (a fifth of a frozenset's memory; 50,000 tests
+    # launching 40 kernels each are 110 MB of frozensets). Only ever compared by set operations that take any
+    # collection, so a frozenset built by hand does as well.
+    kernels: Collection[str]
     complete: bool
     commit: str
     where: str  # file, and line for JSONL
@@ -83,6 +88,7 @@ class Unreadable:
 
 
 SUFFIXES = (".jsonl", ".txt", ".sqlite", ".db")
+_NONE: frozenset[str] = frozenset()  # one for every record without the field (an empty frozenset is 216 bytes)
 
 
 def expand(paths: Iterable[Path]) -> list[Path]:
@@ -168,7 +174,8 @@ def merge(recordings: list[Recording]) -> list[Recording]:
             whys.append(f"recorded at several commits ({', '.join(sorted(c or '(unknown)' for c in commits))})")
         python, python_why = _merged_python(parts)
         merged.append(Recording(
-            test, frozenset().union(*(p.kernels for p in parts)), not whys, commits.pop() if len(commits) == 1 else "",
+            test, tuple(sorted(frozenset().union(*(p.kernels for p in parts)))), not whys,
+            commits.pop() if len(commits) == 1 else "",
             ", ".join(p.where for p in parts), "; ".join(whys), python, python_why,
             frozenset().union(*(p.python_copies for p in parts)),
             parts[0].rootdir if len({p.rootdir for p in parts}) == 1 else None,
@@ -178,7 +185,7 @@ def merge(recordings: list[Recording]) -> list[Recording]:
             frozenset().union(*(p.jit_sources for p in parts)),
             _merged_host_functions(parts),
         ))
-    return sorted(merged, key=lambda r: r.test)
+    return sorted(merged, key=operator.attrgetter("test"))
 
 
 def _merged_python(parts: list[Recording]) -> tuple[Mapping[str, frozenset[str]] | None, str]:
@@ -240,7 +247,7 @@ def _text(path: Path, commit: str) -> Recording:
         why = f"{max(footer[2], dropped)} records dropped"
     elif footer[1] != len(names):
         why = f"footer says {footer[1]} unique kernels, file has {len(names)}"
-    return Recording(test, names, not why, commit, str(path), why)
+    return Recording(test, tuple(sorted(names)), not why, commit, str(path), why)
 
 
 def _names(lines: str, path: Path) -> frozenset[str]:
@@ -302,7 +309,8 @@ def _count(digits: str, where: Callable[[int], str], at: int) -> int:
 
 def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
     found = []
-    coverage: dict[str, str] = {}
+    commits: dict[str, str] = {}  # each commit checked once, one str for every record of it
+    shared: dict[str, str] = {}  # one str per distinct Python file and block digest: records repeat them
     loaded: dict[tuple[str, ...], frozenset[str]] = {}  # tests of one process list the same images: each list once
     ran: dict[str, frozenset[str]] = {}  # a host function's name -> as any build names it, worked out once
     spelled = str(path)
@@ -325,22 +333,24 @@ def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
             bad = _bad_name(listed)
             if bad is not None:
                 raise RecordingError(f"{where}: not a mangled kernel name: {bad[:80]!r}")
-            kernels = frozenset(names.interned.intern(listed))
+            kernels = _launched(names.interned.intern(listed))
         complete = record.get("complete")
         if not isinstance(complete, bool):
             raise RecordingError(f"{where}: \"complete\" must be true or false")
         commit = record.get("commit", default_commit)
-        if not isinstance(commit, str) or not _clean(commit):
+        if not isinstance(commit, str) or (commit not in commits and not _clean(commit)):
             raise RecordingError(f"{where}: \"commit\" must be a string")
-        reason = record.get("reason")
-        why = reason if isinstance(reason, str) and _clean(reason) else "the recorder marked it incomplete"
-        python, python_why, copies = _python(record, where, coverage)
+        commit = commits.setdefault(commit, commit)
+        why = ""
+        if not complete:
+            reason = record.get("reason")
+            why = reason if isinstance(reason, str) and _clean(reason) else "the recorder marked it incomplete"
+        python, python_why, copies = _python(record, where, shared)
         rootdir = record.get("rootdir")
         if rootdir is not None and not (isinstance(rootdir, str) and _clean(rootdir) and rootdir):
             raise RecordingError(f"{where}: \"rootdir\" must be a folder name")
-        found.append(Recording(record["test"], kernels, complete, commit, where,
-                               "" if complete else why, python, python_why, copies, rootdir,
-                               _libraries(record, where, loaded), _jit_kernels(record, where),
+        found.append(Recording(record["test"], kernels, complete, commit, where, why, python, python_why, copies,
+                               rootdir, _libraries(record, where, loaded), _jit_kernels(record, where),
                                _jit_sources(record, where), _host_functions(record, where, ran)))
     return found
 
@@ -379,15 +389,19 @@ def _merged_host_functions(parts: list[Recording]) -> dict[str, frozenset[str]] 
 
 def _jit_sources(record: dict[str, Any], where: str) -> frozenset[str]:
     """A record's ``"jit_sources"``: the files compiled at run time for the test."""
-    listed = record.get("jit_sources", [])
+    if "jit_sources" not in record:
+        return _NONE
+    listed = record["jit_sources"]
     if not isinstance(listed, list) or not all(isinstance(f, str) and f and _clean(f) for f in listed):
         raise RecordingError(f"{where}: \"jit_sources\" must be a list of file names")
-    return frozenset(listed)
+    return frozenset(listed) if listed else _NONE
 
 
 def _jit_kernels(record: dict[str, Any], where: str) -> dict[str, frozenset[str]]:
     """A record's ``"jit_kernels"``: kernel -> the ``file:qualname`` of each JIT'd function it is named after."""
-    listed = record.get("jit_kernels", {})
+    if "jit_kernels" not in record:
+        return {}
+    listed = record["jit_kernels"]
     if not isinstance(listed, dict) or not all(
             isinstance(k, str) and _is_name(k) and isinstance(f, list) and f and
             all(isinstance(x, str) and _clean(x) and ":" in x for x in f) for k, f in listed.items()):
@@ -415,7 +429,7 @@ def _libraries(record: dict[str, Any], where: str, seen: dict[tuple[str, ...], f
 _KERNELS = '"kernels":['  # a record's one big array, split as a plain string array where it can be
 
 
-def _record(raw: str, interned: plainjson.Interned) -> tuple[Any, frozenset[str] | None]:
+def _record(raw: str, interned: plainjson.Interned) -> tuple[Any, tuple[str, ...] | None]:
     """``json.loads(raw)``, and its kernels as checked names where it could split them: where the line
     escapes nothing and every name of the array is one ``interned`` takes (_NAME; one ``str`` each, checked
     when first met); else None, and the record's kernels are as json.loads made them."""
@@ -423,30 +437,40 @@ def _record(raw: str, interned: plainjson.Interned) -> tuple[Any, frozenset[str]
     if at >= 0 and "\\" not in raw:  # no escape: no key spelled another way, no quote inside a name
         start = at + len(_KERNELS)  # after the '['
         if raw.startswith("]", start):
-            kernels: frozenset[str] | None = frozenset()
+            names: list[str] | None = []
             end = start
         else:  # a plain name holds no quote: the first '"]' ends the array, when every name is plain
             end = raw.find('"]', start)
-            kernels = interned.frozen(raw[start + 1 : end]) if end > start and raw.startswith('"', start) else None
+            names = interned.split(raw[start + 1 : end]) if end > start and raw.startswith('"', start) else None
             end += 1
-        if kernels is not None:
+        if names is not None:
             rest = raw[:start] + raw[end:]  # "kernels":[] in the array's place
             record = plainjson.whole(rest) if rest.count('"kernels"') == 1 else None
             if type(record) is dict and type(record.get("kernels")) is list and not record["kernels"]:
-                return record, kernels
+                return record, _launched(names)
     return json.loads(raw), None
+
+
+def _launched(names: list[str]) -> tuple[str, ...]:
+    """A record's kernels as :class:`Recording` keeps them: sorted, each once. ``names`` come from one
+    :class:`plainjson.Interned`, one ``str`` per name, so a name listed twice is one object, next to itself
+    once sorted. A recorder lists them sorted: the sort is then one pass."""
+    names.sort()
+    if any(map(operator.is_, names, islice(names, 1, None))):
+        return tuple(dict.fromkeys(names))
+    return tuple(names)
 
 
 def _python(record: dict[str, Any], where: str,
             interned: dict[str, str]) -> tuple[Mapping[str, frozenset[str]] | None, str, frozenset[str]]:
     """A record's Python coverage: ``"python": {file: [digests]}``, its ``"pyblocks"`` scheme, ``"python_copies"``."""
     if "python" not in record:
-        return None, "its recording has no Python coverage (recorded without it)", frozenset()
+        return None, "its recording has no Python coverage (recorded without it)", _NONE
     files = record["python"]
     if files is None:
         problem = record.get("python_problem")
         return None, (f"its Python code was not measured: {problem}" if isinstance(problem, str) and _clean(problem)
-                      else "its Python code was not measured"), frozenset()
+                      else "its Python code was not measured"), _NONE
     if not isinstance(files, dict) or not all(
             isinstance(f, str) and _clean(f) and isinstance(d, list) and set(map(type, d)) <= {str}
             for f, d in files.items()):
@@ -457,10 +481,10 @@ def _python(record: dict[str, Any], where: str,
     scheme = record.get("pyblocks")
     if scheme != pyblocks.SCHEME:
         return None, (f"its Python coverage is of block scheme {scheme!r}, this select reads "
-                      f"{pyblocks.SCHEME}"), frozenset(copies)
+                      f"{pyblocks.SCHEME}"), frozenset(copies) if copies else _NONE
     # One string per distinct digest and file name: a 1,000-test recording repeats the same ones.
     return ({interned.setdefault(f, f): frozenset(interned.setdefault(x, x) for x in d) for f, d in files.items()},
-            "", frozenset(copies))
+            "", frozenset(copies) if copies else _NONE)
 
 
 _NSYS_JOIN = """
@@ -548,5 +572,5 @@ def _nsys(path: Path, commit: str) -> list[Recording]:
             why = f"{len(orphans)} kernels fit no test's range (e.g. {orphans[0]})"
         elif unplaced.get(test):
             why = f"{len(unplaced[test])} kernels overlap its range but were launched outside every test (e.g. {unplaced[test][0]})"
-        found.append(Recording(test, frozenset(names), not why, commit, str(path), why))
+        found.append(Recording(test, tuple(sorted(names)), not why, commit, str(path), why))
     return found

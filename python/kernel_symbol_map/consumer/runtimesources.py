@@ -67,14 +67,15 @@ def decide(changed: Sequence[str], kmaps: Sequence[KernelMap], jit: JitKernels, 
             continue
         if unknown is None:
             known = frozenset().union(*(m.symbols for m in kmaps))
-            unknown = [(r, sorted(r.kernels - known)) for r in recordings if not r.kernels <= known]
+            unknown = [(r, sorted(k for k in r.kernels if k not in known)) for r in recordings
+                       if not known.issuperset(r.kernels)]
         text = _text(path, tree)
         reached = frozenset().union(*(r.symbols for m in kmaps for r in m.reach(path, canonical=canonical)))
         tests: dict[str, str] = {r.test: f"it compiled {path} at run time" for r in compilers
                                  if spellings & r.jit_sources}
         if reached:
             for r in recordings:
-                if r.test not in tests and (hit := sorted(r.kernels & reached)):
+                if r.test not in tests and (hit := sorted(reached.intersection(r.kernels))):
                     tests[r.test] = f"it launched {hit[0]}, of an object compiled from or including {path}"
         for r, kernels in unknown:
             # a kernel a JIT'd Python function is named after is that function's, unless the file names it

@@ -244,7 +244,8 @@ def _external_jit(jit: JitKernels, patterns: Sequence[str]) -> list[str]:
     if not external:
         return []
     # only the kernels a JIT could be named after: those the records attribute, and those found by name
-    named = {k: owner for r in jit.recordings for k in r.kernels & (r.jit_kernels.keys() | jit.by_name.keys())
+    named = {k: owner for r in jit.recordings
+             for k in (r.jit_kernels.keys() | jit.by_name.keys()).intersection(r.kernels)
              if (owner := jit.owner(r, k)) is not None}
     return [f"--external-kernels matches {k}, a kernel named after the JIT'd function {owner}: it is decided by "
             "that function's Python code, not as external" for k, owner in sorted(named.items())
@@ -454,7 +455,6 @@ def _decisions(kmaps: Sequence[KernelMap], tests: list[str], jit: JitKernels,
     (``jit``) is that function's, decided with the Python files: neither unknown nor external."""
     recordings = jit.recordings
     commit = kmaps[0].commit
-    known = frozenset().union(*(m.symbols for m in kmaps))
     external = external_patterns(options.external_kernels)
     unreadable_tests = {t: u for u in unreadable for t in (u.tests or ())}
     by_test = {r.test: r for r in recordings}
@@ -462,10 +462,10 @@ def _decisions(kmaps: Sequence[KernelMap], tests: list[str], jit: JitKernels,
                       for u in m.document.get("unmapped_targets", [])})
     unmapped = f" (kernels of {', '.join(outside)}, built outside CMake's compile model, are in no map)" \
         if outside else ""
+    # The kernels some recording launched that no map knows, found once (by attribute): a test's own are then
+    # those of its kernels among them (none, most often), not a lookup of each in the maps' tens of thousands.
+    unknown_anywhere = jit.unknown
     reached_kernels = frozenset(reached)
-    # The kernels some recording launched that no map knows, found once: a test's own are then those of its
-    # kernels among them (none, most often), not a lookup of each in the maps' tens of thousands.
-    unknown_anywhere = frozenset().union(*(r.kernels for r in recordings)) - known
     not_reached = f"its complete recording launched none of the {len(reached)} kernels the change reaches{ran_none}"
     decisions = []
     for test in tests:
@@ -493,7 +493,7 @@ def _decisions(kmaps: Sequence[KernelMap], tests: list[str], jit: JitKernels,
                                                      and not any(p.fullmatch(k) for p in external))):
             decisions.append(Decision(test, True, UNKNOWN_KERNEL, f"it launched {len(unknown)} kernels no map "
                                       f"knows, e.g. {unknown[0]}{unmapped}", tuple(unknown)))
-        elif widened and (hit := sorted(rec.kernels & widened)):
+        elif widened and (hit := sorted(widened.intersection(rec.kernels))):
             decisions.append(Decision(test, True, "same-target", f"launched {len(hit)} kernels of a changed "
                                       f"file's target, e.g. {hit[0]} (--whole-target)"))
         else:
@@ -516,9 +516,10 @@ def all_tests(recordings: Sequence[Recording], unreadable: Sequence[Unreadable] 
               rules: StaticRules | None = None) -> list[str]:
     """Every test any input names: recordings, unreadable recordings that still name theirs, and what the rules
     name outright (a CI step no recording knows), unless it names recorded tests (a file's, a folder's)."""
-    known = {r.test for r in recordings} | {t for u in unreadable for t in (u.tests or ())}
-    named = {t for t in (rules.tests if rules else ()) if t not in known and not Patterns((t,)).chosen(known)}
-    return sorted(known | named)
+    # in the recordings' order (read sorts them: then the sort is one pass), each once
+    known = dict.fromkeys([*(r.test for r in recordings), *(t for u in unreadable for t in (u.tests or ()))])
+    named = [t for t in (rules.tests if rules else ()) if t not in known and not Patterns((t,)).chosen(known)]
+    return sorted({**known, **dict.fromkeys(named)})
 
 
 def everything(

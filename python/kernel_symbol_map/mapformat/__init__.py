@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
-import importlib.resources
 import io
 import json
 import os
@@ -34,7 +33,6 @@ import re
 import subprocess
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +46,9 @@ __all__ = ["COMMIT_VARIABLES", "VERSION", "fail_closed_problems", "is_full_sha",
 # the validator's home is .validation; the commit's is .._commit (light: build's no-op path needs it)
 MAX_JSON = 512 << 20  # bytes of JSON one map may decompress to: a vLLM map is tens of MB
 MAX_RATIO = 256  # JSON bytes per gzip byte: maps build writes measure 20-130x; deflate can reach 1032x
-INFLATE_IN, INFLATE_OUT = 1 << 16, 1 << 20  # gzip bytes fed at a time, JSON bytes taken at a time
+INFLATE_IN, INFLATE_OUT = 1 << 16, 1 << 16  # gzip bytes fed at a time, JSON bytes taken at a time
+# (64 KB: pieces of a MB would have malloc map and unmap pages for each, a tenth of a second of system time on a
+# map 10x vLLM's)
 MIN_CONTAINER_BYTES = 16  # JSON bytes per '{' or '[' at least: a map's smallest object record holds 80 for 3
 # A NUL, or half a surrogate pair, in a JSON string: no path a file system gives (a pair is fine: U+10000 up).
 _BAD_ESCAPE = re.compile(  # re, not regex: json imports re anyway, and build's no-op path stays light
@@ -291,6 +291,8 @@ def encode(document: dict[str, Any], chunk: int = 64) -> bytes:
     the larger of the two instead of their sum. The bytes do not depend on
     the slicing: it is one JSON text in one gzip stream.
     """
+    from concurrent.futures import ThreadPoolExecutor  # here: the consumers, which only read maps, never start it
+
     head = {k: v for k, v in document.items() if k != "objects"}
     objects = document.get("objects", [])
     prefix = json.dumps(head, separators=(",", ":"))[:-1] + ("," if head else "") + '"objects":['
@@ -433,6 +435,8 @@ SCHEMA = "kernel_symbol_map.v1.schema.json"
 
 def schema() -> dict[str, Any]:
     """The JSON Schema shipped beside this module."""
+    import importlib.resources  # here: only validate reads the schema
+
     return json.loads((importlib.resources.files(__name__) / SCHEMA).read_text())
 
 

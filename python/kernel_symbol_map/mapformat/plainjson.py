@@ -115,13 +115,6 @@ class Interned:
             found.append(text)
         return found
 
-    def frozen(self, inner: str) -> frozenset[str] | None:
-        """:meth:`split`'s strings as a frozenset (a recording's kernels), in one pass."""
-        try:
-            return frozenset(map(self.strings.__getitem__, inner.split('","')))
-        except _NotPlain:
-            return None
-
     def split(self, inner: AnyStr) -> list[str] | None:
         """What json.loads makes of ``["`` + ``inner`` + ``"]``, or None when that is not a plain string array."""
         try:
@@ -151,9 +144,10 @@ def array_at(text: AnyStr, at: int, interned: Interned, stop: int | None = None)
     return None if strings is None else (strings, end + 1)
 
 
-def containers(text: bytes) -> int:
-    """The '{' and '[' in ``text``, counted only where memchr finds one (a path rarely holds either)."""
-    return (text.count(b"{") if b"{" in text else 0) + (text.count(b"[") if b"[" in text else 0)
+def containers(text: bytes, start: int = 0, stop: int | None = None) -> int:
+    """The '{' and '[' in ``text[start:stop]``, counted only where memchr finds one (a path rarely holds
+    either), without copying the slice (an object's deps are most of a map)."""
+    return sum(text.count(c, start, stop) for c in (b"{", b"[") if text.find(c, start, stop) >= 0)
 
 
 def too_dense(length: int, count: int) -> bool:
@@ -226,13 +220,14 @@ class _Objects:
         symbols = found.get("symbols")
         if type(symbols) is list and set(map(type, symbols)) <= {str}:  # one object with the recordings' names
             found["symbols"] = list(map(sys.intern, symbols))
-        self.containers += containers(rest) - 1 + containers(text[bracket + 2 : end - 2])  # less the '{' added
+        self.containers += containers(rest) - 1 + containers(text, bracket + 2, end - 2)  # less the '{' added
         return found
 
 
 def _separators(text: bytes, start: int) -> Iterator[int]:
-    """Where each '},{' at or after ``start`` begins, found by memchr's '{' (a map's objects hold few)."""
-    at = text.find(b"{", start + 2)
+    """Where each '},{' whose '{' is at or after ``start`` begins, found by memchr's '{' (a map's objects hold
+    few)."""
+    at = text.find(b"{", max(start, 2))
     while at >= 0:
         if text[at - 2 : at] == b"},":
             yield at - 2
@@ -246,6 +241,10 @@ def decode_map(pieces: Iterable[bytes]) -> dict[str, Any] | None:
     The text is held an object at a time, so memory stays near the decoded map's.
     """
     buffer, length = b"", 0
+    # Pieces after ``buffer`` with no '{' (so no separator ends in them), joined to it once one comes: an object
+    # that spans many pieces is copied once, not once a piece.
+    held: list[bytes] = []
+    pending = 0  # bytes of the object (or the head) still arriving: buffer's and held's
     head: Any = None
     count = 0  # '{' and '[' outside the objects' bodies: the head's, the list's, each object's own '{'
     objects: _Objects | None = None  # once the first object's '{' is read; buffer is then the object's body
@@ -253,9 +252,15 @@ def decode_map(pieces: Iterable[bytes]) -> dict[str, Any] | None:
         if not piece.isascii() or b"\\" in piece:  # an escape or a non-ASCII byte: json.loads decodes it
             return None
         length += len(piece)
-        buffer += piece
-        if len(buffer) > MAX_PENDING:
+        pending += len(piece)
+        if pending > MAX_PENDING:
             return None  # an object (or a head) too big to hold twice
+        if objects is not None and b"{" not in piece:
+            held.append(piece)
+            continue
+        searched = len(buffer) if objects is not None else 0  # where a separator's '{' may be: the new text
+        buffer = b"".join((buffer, *held, piece))
+        held.clear()
         if head is None:
             if len(buffer) >= 2 and not buffer.startswith(b'{"'):
                 return None  # not as encode's text starts: with its first key (spaces, a list, a bomb)
@@ -268,16 +273,19 @@ def decode_map(pieces: Iterable[bytes]) -> dict[str, Any] | None:
                 return None
             count = containers(fields) + 1
             buffer = buffer[at + len(OBJECTS) :]
+            pending = len(buffer)
         if objects is None:
             if not buffer.startswith(b"{"):
                 continue  # "]}", or more text to come
             objects, buffer = _Objects(), buffer[1:]
         start = 0
-        for sep in _separators(buffer, 0):
+        for sep in _separators(buffer, searched):
             if not objects.add(buffer, start, sep):
                 return None
             start = sep + len(SEPARATOR)
         buffer = buffer[start:]  # the object still arriving
+        pending = len(buffer)
+    buffer = b"".join((buffer, *held))
     if head is None:
         return None
     if objects is None:

@@ -1110,7 +1110,7 @@ MUTANTS = [
            "if r.test not in tests and (made := [k for k in kernels if jit.owner(r, k) is None or k in text]):",
            "if r.test not in tests and (made := []):", ("tests/test_jit.py",)),
     Mutant("40.S7", "a run-time source does not run the tests of its includers' kernels", "consumer/runtimesources.py",
-           "if r.test not in tests and (hit := sorted(r.kernels & reached)):", "if r.test not in tests and (hit := []):",
+           "if r.test not in tests and (hit := sorted(reached.intersection(r.kernels))):", "if r.test not in tests and (hit := []):",
            ("tests/test_two_folders.py::test_a_header_only_the_run_time_compile_reads_is_decided_by_source",)),
     Mutant("40.S8", "a run-time source does not run the tests that compiled it", "consumer/runtimesources.py",
            "                                 if spellings & r.jit_sources}", "                                 if False}",

@@ -151,6 +151,36 @@ def test_concatenated_gzip_members_are_one_map() -> None:
     assert _decode(gzip.compress(b'{"a": ') + gzip.compress(b"1}")) == {"a": 1}
 
 
+GZIP_CASES = {
+    "whole": gzip.compress(b'{"a": [1, 2]}'),
+    "two members": gzip.compress(b'{"a": ') + gzip.compress(b"1}"),
+    "a member and junk": gzip.compress(b"{}") + b"junk",
+    "cut short": gzip.compress(b"{}")[:-4],
+    "its CRC wrong": (lambda g: g[:-8] + bytes([g[-8] ^ 1]) + g[-7:])(gzip.compress(b"{}")),
+    "its header flags a CRC it lacks": (lambda g: g[:3] + bytes([g[3] | 2]) + g[4:])(gzip.compress(b"{}")),
+    "longer than a piece": gzip.compress(b'{"a": "' + b"x" * (3 * mapformat.INFLATE_OUT) + b'"}'),
+}
+
+
+@pytest.mark.parametrize("case", GZIP_CASES)
+def test_maps_inflate_as_the_standard_librarys_zlib_inflates_them(case: str, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """zlib-ng inflates maps where it is installed, the standard library's zlib elsewhere: each map, good or
+    bad, reads the same with either."""
+    import zlib
+
+    def outcome() -> object:
+        try:
+            return _decode(GZIP_CASES[case])
+        except MapError as e:
+            return str(e)
+
+    assert mapformat._inflating is not zlib  # installed with the package: else this compares zlib with itself
+    fast = outcome()
+    monkeypatch.setattr(mapformat, "_inflating", zlib)
+    assert outcome() == fast
+
+
 def test_load_refuses_with_the_first_bad_path(tmp_path: Path) -> None:
     path = tmp_path / "m.json.gz"
     path.write_bytes(_gz(_changed(("objects", 3, "deps", 1), 7)))

@@ -36,6 +36,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+try:  # zlib-ng: zlib's interface and behaviour, its inflate 2x as fast (a map 10x vLLM's: 0.10 s, not 0.19)
+    from zlib_ng import zlib_ng as _inflating
+except ImportError:  # a platform zlib-ng has no wheel for: the standard library's
+    _inflating = zlib  # type: ignore[assignment]
+
 from .. import _atomic
 from .._commit import COMMIT_VARIABLES, is_full_sha, resolve_commit
 from ..errors import MapError
@@ -400,7 +405,7 @@ def _inflated(raw: bytes, where: str, limit: int) -> Iterator[bytes]:
     view, at, total = memoryview(raw), 0, 0
     try:
         while at < len(raw):  # concatenated gzip members, as gzip.decompress allows
-            inflate = zlib.decompressobj(wbits=31)
+            inflate = _inflating.decompressobj(wbits=31)
             while at < len(raw) and not inflate.eof:
                 data = view[at : at + INFLATE_IN]
                 at += len(data)
@@ -414,9 +419,9 @@ def _inflated(raw: bytes, where: str, limit: int) -> Iterator[bytes]:
                         yield text
                     data = inflate.unconsumed_tail
             if not inflate.eof:
-                raise zlib.error("truncated")
+                raise _inflating.error("truncated")
             at -= len(inflate.unused_data)  # the next member starts where this one ended
-    except zlib.error:
+    except _inflating.error:
         raise MapError(f"{where}: not a gzip file") from None
     if not total:
         raise MapError(f"{where}: not a gzip file")

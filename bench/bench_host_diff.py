@@ -39,8 +39,8 @@ from _run import checked  # noqa: E402
 import regex  # noqa: E402
 
 from kernel_symbol_map._unitnames import host_function  # noqa: E402
-from kernel_symbol_map.consumer.emitted import compare_parts  # noqa: E402
-from kernel_symbol_map.consumer.names import full  # noqa: E402
+from kernel_symbol_map.consumer.select.emitted import compare_parts  # noqa: E402
+from kernel_symbol_map.consumer.maps.names import full  # noqa: E402
 from kernel_symbol_map.mapformat import digests as map_digests  # noqa: E402
 from kernel_symbol_map.producer.extract import _DEVICE_SECTIONS  # noqa: E402
 from kernel_symbol_map.readers._blob import OpenFile  # noqa: E402

@@ -31,11 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernel_symbol_map.consumer.jitkernels import _Index
-from kernel_symbol_map.consumer.kernelmap import KernelMap
-from kernel_symbol_map.consumer.pythonfiles import PythonTree
-from kernel_symbol_map.consumer.recordings import Recording
-from kernel_symbol_map.consumer.selection import Options, select
+from kernel_symbol_map.consumer.select.jitkernels import _Index
+from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
+from kernel_symbol_map.consumer.select.pythonfiles import PythonTree
+from kernel_symbol_map.consumer.select.recordings import Recording
+from kernel_symbol_map.consumer.select.selection import Options, select
 from kernel_symbol_map.mapformat import pyblocks
 
 

@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from kernel_symbol_map.consumer import names
+from kernel_symbol_map.consumer.maps import names
 from kernel_symbol_map.readers.devicecode import read_kernels
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -46,8 +46,8 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 from kernel_symbol_map.errors import KernelSymbolMapError
-from kernel_symbol_map.consumer.kernelmap import load
-from kernel_symbol_map.consumer.recordings import read as read_recordings
+from kernel_symbol_map.consumer.maps.kernelmap import load
+from kernel_symbol_map.consumer.select.recordings import read as read_recordings
 from kernel_symbol_map.buildtree import buildrules, generatorfiles, ninjafile, thirdparty
 from kernel_symbol_map.errors import BuildTreeError
 

@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import CACHE, ROOT  # noqa: E402
 
 from kernel_symbol_map import mapformat  # noqa: E402
-from kernel_symbol_map.consumer.canonical import Canonical  # noqa: E402
-from kernel_symbol_map.consumer.kernelmap import load  # noqa: E402
-from kernel_symbol_map.consumer.recordings import read  # noqa: E402
-from kernel_symbol_map.consumer.selection import Options, select  # noqa: E402
+from kernel_symbol_map.consumer.maps.canonical import Canonical  # noqa: E402
+from kernel_symbol_map.consumer.maps.kernelmap import load  # noqa: E402
+from kernel_symbol_map.consumer.select.recordings import read  # noqa: E402
+from kernel_symbol_map.consumer.select.selection import Options, select  # noqa: E402
 
 FEW = "csrc/include/few.cuh"  # included by three objects only
 COMMIT = "ab" * 20  # a full SHA: select refuses any other name

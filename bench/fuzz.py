@@ -88,11 +88,11 @@ def _consume_map(path: Path) -> None:
     from kernel_symbol_map import mapformat
     from kernel_symbol_map.cli.diffmaps import compare
     from kernel_symbol_map.cli.show import summary
-    from kernel_symbol_map.consumer import sizereport, treemap
-    from kernel_symbol_map.consumer.canonical import Canonical
-    from kernel_symbol_map.consumer.kernelmap import kernels_named, load
-    from kernel_symbol_map.consumer.recordings import Recording
-    from kernel_symbol_map.consumer.selection import Options, StaticRules, select
+    from kernel_symbol_map.consumer.size import sizereport, treemap
+    from kernel_symbol_map.consumer.maps.canonical import Canonical
+    from kernel_symbol_map.consumer.maps.kernelmap import kernels_named, load
+    from kernel_symbol_map.consumer.select.recordings import Recording
+    from kernel_symbol_map.consumer.select.selection import Options, StaticRules, select
 
     kmap = load(path)
     canonical = Canonical(path.parent, [path.parent])
@@ -116,9 +116,9 @@ def _consume_map(path: Path) -> None:
 
 
 def _consume_recording(path: Path) -> None:
-    from kernel_symbol_map.consumer.kernelmap import KernelMap
-    from kernel_symbol_map.consumer.recordings import read_each
-    from kernel_symbol_map.consumer.selection import select
+    from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
+    from kernel_symbol_map.consumer.select.recordings import read_each
+    from kernel_symbol_map.consumer.select.selection import select
 
     recordings, unreadable = read_each([path], "c" * 40)
     doc = {"version": 1, "commit": "c" * 40, "cuda": "", "generated_at": "", "build_dirs": [], "incomplete": False,

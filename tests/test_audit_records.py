@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kernel_symbol_map.consumer.recordings import read
+from kernel_symbol_map.consumer.select.recordings import read
 from kernel_symbol_map.errors import RecordingError
 from kernel_symbol_map.recorder import audit, native, parts
 from kernel_symbol_map.recorder.hook import SPAWN_VARIABLE

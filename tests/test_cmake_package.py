@@ -229,7 +229,7 @@ def test_top_level_include_maps_an_unmodified_project(tmp_path: Path) -> None:
     doc = json.loads(gzip.decompress((build / "kernel_symbol_map.json.gz").read_bytes()))
     assert "reason" not in doc and "only_targets" not in doc  # the whole build: no --targets
     assert {o["source"]: (o["target"], set(o["symbols"])) for o in doc["objects"]} == PLAIN_KERNELS
-    from kernel_symbol_map.consumer.kernelmap import KernelMap
+    from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
 
     assert KernelMap(doc).kernels_for("csrc/plain.h").status == "host"  # shared with the host-only target
 

@@ -11,7 +11,7 @@ from projects import Build
 from test_selection_evidence import A_K, ONE, jsonl, write_map
 
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer import config, inputs
+from kernel_symbol_map.consumer.maps import config, inputs
 
 COMMIT = "c0ffee0000000000000000000000000000000000"
 ATTENTION = "_ZN7kernels16attention_kernelEPfPKfi"

@@ -16,9 +16,9 @@ from projects import Build
 
 from kernel_symbol_map.cli import main
 from kernel_symbol_map.cli.validate import problems
-from kernel_symbol_map.consumer.kernelmap import KernelMap, demangle, load
-from kernel_symbol_map.consumer.recordings import Recording, read
-from kernel_symbol_map.consumer.selection import select
+from kernel_symbol_map.consumer.maps.kernelmap import KernelMap, demangle, load
+from kernel_symbol_map.consumer.select.recordings import Recording, read
+from kernel_symbol_map.consumer.select.selection import select
 from kernel_symbol_map.errors import MapError, RecordingError
 
 SILU = "_ZN7kernels11silu_kernelEPfPKfi"
@@ -245,7 +245,7 @@ def test_select_cli_text(map_file: Path, tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_changed_files_from_git_diff(tmp_path: Path) -> None:
-    from kernel_symbol_map.consumer.changes import changed_files
+    from kernel_symbol_map.consumer.select.changes import changed_files
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
@@ -263,7 +263,7 @@ def test_changed_files_from_git_diff(tmp_path: Path) -> None:
 
 def test_a_test_no_recording_knows_always_runs(kmap: KernelMap) -> None:
     """A rules file may name a test that no recording knows: with nothing recorded, it is never skipped."""
-    from kernel_symbol_map.consumer.selection import StaticRules
+    from kernel_symbol_map.consumer.select.selection import StaticRules
 
     rules = StaticRules.parse({"rules": [{"paths": ["csrc/**"], "tests": ["test_unrecorded"]}]})
     s = select(kmap, RECORDINGS, [HEADER], rules)
@@ -285,7 +285,7 @@ def test_each_build_marker_resolves_to_its_own_folder() -> None:
 @pytest.mark.parametrize("ignore", ["all", "dirty", "none"])
 def test_changed_files_see_into_submodules(tmp_path: Path, ignore: str) -> None:
     """Whatever a submodule's ``ignore`` says: its edits, and a bumped gitlink expanded into its files."""
-    from kernel_symbol_map.consumer.changes import changed_files
+    from kernel_symbol_map.consumer.select.changes import changed_files
 
     def git(where: Path, *args: str) -> str:
         return subprocess.run(["git", "-C", str(where), "-c", "user.name=t", "-c", "user.email=t@t",

@@ -309,7 +309,7 @@ RECORDS = {
 
 
 def _read(path: Any) -> Any:
-    from kernel_symbol_map.consumer.recordings import read
+    from kernel_symbol_map.consumer.select.recordings import read
     from kernel_symbol_map.errors import RecordingError
 
     try:
@@ -321,7 +321,7 @@ def _read(path: Any) -> Any:
 @pytest.mark.parametrize("records", RECORDS.values(), ids=RECORDS.keys())
 def test_a_recordings_split_kernels_read_as_json_loads_reads_them(records: list[dict[str, Any]], tmp_path: Any,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernel_symbol_map.consumer import recordings
+    from kernel_symbol_map.consumer.select import recordings
 
     path = tmp_path / "r.jsonl"
     lines = [json.dumps(r, separators=(",", ":")) for r in records]
@@ -333,7 +333,7 @@ def test_a_recordings_split_kernels_read_as_json_loads_reads_them(records: list[
 
 
 def test_names_in_many_records_are_one_string(tmp_path: Any) -> None:
-    from kernel_symbol_map.consumer.recordings import read
+    from kernel_symbol_map.consumer.select.recordings import read
 
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps({"test": f"t::{i}", "kernels": ["_Z1av", f"_Z{i}bv"], "complete": True},
@@ -343,7 +343,7 @@ def test_names_in_many_records_are_one_string(tmp_path: Any) -> None:
 
 
 def test_a_records_kernels_are_kept_sorted_each_once(tmp_path: Any) -> None:
-    from kernel_symbol_map.consumer.recordings import read
+    from kernel_symbol_map.consumer.select.recordings import read
 
     path = tmp_path / "r.jsonl"
     record = {"kernels": ["_Z1cv", "_Z1av", "_Z1cv", "_Z1bv"], "complete": True}
@@ -356,7 +356,7 @@ def test_a_records_kernels_are_kept_sorted_each_once(tmp_path: Any) -> None:
 def test_canonical_is_realpath_whatever_the_links(tmp_path: Any) -> None:
     import os
 
-    from kernel_symbol_map.consumer.canonical import Canonical
+    from kernel_symbol_map.consumer.maps.canonical import Canonical
     from kernel_symbol_map.mapformat import relpath, unspell
 
     real = tmp_path / "real"

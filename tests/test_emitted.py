@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from kernel_symbol_map.consumer.emitted import Emitted
-from kernel_symbol_map.consumer.kernelmap import KernelMap
-from kernel_symbol_map.consumer.recordings import Recording
-from kernel_symbol_map.consumer.rules import StaticRules
-from kernel_symbol_map.consumer.selection import Options, select
+from kernel_symbol_map.consumer.select.emitted import Emitted
+from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
+from kernel_symbol_map.consumer.select.recordings import Recording
+from kernel_symbol_map.consumer.select.rules import StaticRules
+from kernel_symbol_map.consumer.select.selection import Options, select
 from kernel_symbol_map.mapformat import digests as map_digests
 
 BASE = "a" * 40

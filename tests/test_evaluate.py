@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer.junit import junit_key, read, unprefixed
+from kernel_symbol_map.consumer.select.junit import junit_key, read, unprefixed
 from test_ci_recipes import GELU, SILU, pytest_run, selection_for
 
 PARAMETRIZED = '''

@@ -79,9 +79,9 @@ def test_a_changed_hip_header_selects_the_right_tests(hip_builds: dict[str, Buil
     recs = tmp_path / "r.jsonl"
     recs.write_text("".join(json.dumps({"test": t, "kernels": k, "complete": True, "commit": SHA}) + "\n" for t, k in
                             {"test_act": ["_Z10act_kernelPf"], "test_rdc": ["_Z12rdc_b_kernelPi"]}.items()))
-    from kernel_symbol_map.consumer.kernelmap import load
-    from kernel_symbol_map.consumer.recordings import read
-    from kernel_symbol_map.consumer.selection import select
+    from kernel_symbol_map.consumer.maps.kernelmap import load
+    from kernel_symbol_map.consumer.select.recordings import read
+    from kernel_symbol_map.consumer.select.selection import select
 
     s = select(load(path), read([recs]), ["include/common.hpp"])
     assert s.to_run == ["test_act"] and s.fallback is None

@@ -32,9 +32,9 @@ from projects import PROJECTS, cmakes, configure_and_build_at
 from test_plugin_records import CONFTEST
 
 from kernel_symbol_map.cmakedir import cmake_dir
-from kernel_symbol_map.consumer.kernelmap import KernelMap
-from kernel_symbol_map.consumer.recordings import read
-from kernel_symbol_map.consumer.selection import Options, select
+from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
+from kernel_symbol_map.consumer.select.recordings import read
+from kernel_symbol_map.consumer.select.selection import Options, select
 from kernel_symbol_map.errors import RecordingError
 
 COMMIT = "c" * 40
@@ -263,7 +263,7 @@ def _object(parts: dict[str, object] | None, host: str = "h") -> dict[str, objec
 
 
 def _compare(before: dict[str, object] | None, after: dict[str, object] | None) -> list[object]:
-    from kernel_symbol_map.consumer import emitted
+    from kernel_symbol_map.consumer.select import emitted
     from kernel_symbol_map.mapformat import digests as map_digests
 
     def kmap(o: dict[str, object] | None) -> KernelMap:

@@ -7,11 +7,11 @@ shape for (a kernel linked into two libraries).
 
 from __future__ import annotations
 
-from kernel_symbol_map.consumer.emitted import HostChange
-from kernel_symbol_map.consumer.hostscope import HostScope
-from kernel_symbol_map.consumer.kernelmap import KernelMap
-from kernel_symbol_map.consumer.recordings import Recording
-from kernel_symbol_map.consumer.rules import StaticRules
+from kernel_symbol_map.consumer.select.emitted import HostChange
+from kernel_symbol_map.consumer.select.hostscope import HostScope
+from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
+from kernel_symbol_map.consumer.select.recordings import Recording
+from kernel_symbol_map.consumer.select.rules import StaticRules
 
 # liba.so and libb.so both link the static library s, whose kernel is shared_k; liba.so's own kernel is a_k,
 # libb.so's own host code is in b.cpp.

@@ -1,7 +1,7 @@
 """One way to name an input, for every command (issue 30, item 2).
 
 A map file, a wheel, a folder of either, an installed package, a quoted glob:
-each command resolves them through ``consumer.inputs``, says which file it
+each command resolves them through ``consumer.maps.inputs``, says which file it
 chose when a spelling named several, and fails alike when nothing matches.
 """
 
@@ -18,7 +18,7 @@ import pytest
 from projects import Build
 
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer import inputs
+from kernel_symbol_map.consumer.maps import inputs
 from kernel_symbol_map.errors import MapError
 
 ATTENTION = "_ZN7kernels16attention_kernelEPfPKfi"

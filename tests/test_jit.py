@@ -22,12 +22,12 @@ import pytest
 from native_programs import build_driver
 from test_native_children import _cupti_package
 
-from kernel_symbol_map.consumer import recordings as recs
-from kernel_symbol_map.consumer.jitkernels import attribute
-from kernel_symbol_map.consumer.kernelmap import KernelMap
-from kernel_symbol_map.consumer.pythonfiles import PythonDecider, PythonTree
-from kernel_symbol_map.consumer.rules import StaticRules
-from kernel_symbol_map.consumer.selection import Options, Selection, select
+from kernel_symbol_map.consumer.select import recordings as recs
+from kernel_symbol_map.consumer.select.jitkernels import attribute
+from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
+from kernel_symbol_map.consumer.select.pythonfiles import PythonDecider, PythonTree
+from kernel_symbol_map.consumer.select.rules import StaticRules
+from kernel_symbol_map.consumer.select.selection import Options, Selection, select
 
 pytest.importorskip("torch", reason="torch is not installed: torch.compile cannot be checked")
 pytest.importorskip("numba", reason="numba is not installed: its dispatchers cannot be checked")

@@ -6,7 +6,8 @@ Layers are the package's sub-folders; ``errors``, ``_version``, ``_statefile``, 
 - ``readers`` and ``buildtree`` import nothing of ``producer``, ``consumer``
   or ``cli``, nor of each other;
 - ``mapformat`` imports only ``errors``, ``_atomic`` and ``_commit``;
-- ``consumer`` imports only ``mapformat``, ``errors``, ``_graph``, ``_words`` and ``_unitnames``;
+- ``consumer`` imports only ``mapformat``, ``errors``, ``_graph``, ``_words`` and ``_unitnames``; of its
+  rooms, ``maps`` imports neither other, ``select`` and ``size`` import ``maps`` and not each other;
 - ``producer`` imports neither ``consumer`` nor ``cli``;
 - ``recorder`` imports only ``mapformat`` (for the commit), ``readers`` (the ELF reader, to name the host
   functions a test ran), ``errors``, ``_atomic`` and ``_words``;
@@ -51,6 +52,10 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
+# the consumer's rooms -> the rooms each may import (itself always allowed)
+ROOMS: dict[str, set[str]] = {"maps": set(), "select": {"maps"}, "size": {"maps"}}
+
+
 def _module_name(path: Path, root: Path) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -88,6 +93,12 @@ def _part(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+def _room(module: str) -> str:
+    """The consumer's room a dotted name belongs to (``__init__`` for the consumer package itself)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
 def violations(root: Path = ROOT) -> list[str]:
     out = []
     for path in sorted(root.rglob("*.py")):
@@ -96,6 +107,12 @@ def violations(root: Path = ROOT) -> list[str]:
             importer = "__init__"
         for line, name in _imports(path, root):
             imported = _part(name)
+            if imported == importer == "consumer":
+                room, other = _room(_module_name(path, root)), _room(name)
+                if room != other and other not in ROOMS.get(room, set()):
+                    out.append(f"{path.relative_to(root)}:{line}: consumer's {room} must not import its {other} "
+                               f"({name})")
+                continue
             if imported == importer:
                 continue
             if importer not in ALLOWED:
@@ -117,16 +134,25 @@ def test_imports_run_one_way() -> None:
     assert violations() == []
 
 
+def test_the_consumer_is_rooms_and_each_is_named() -> None:
+    consumer = ROOT / "consumer"
+    assert {p.stem for p in consumer.glob("*.py")} == {"__init__"}  # every module in a room
+    assert {p.name for p in consumer.iterdir() if (p / "__init__.py").exists()} == ROOMS.keys()
+
+
 @pytest.mark.parametrize(
     ("module", "line", "expected"),
     [
         ("readers/elf.py", "from ..buildtree import fileapi", "readers must not import buildtree"),
         ("buildtree/model.py", "from ..producer.cache import ObjectCache", "buildtree must not import producer"),
-        ("consumer/selection.py", "from ..readers import devicecode", "consumer must not import readers"),
+        ("consumer/select/selection.py", "from ...readers import devicecode", "consumer must not import readers"),
+        ("consumer/maps/kernelmap.py", "from ..select import recordings", "consumer's maps must not import its select"),
+        ("consumer/size/treemap.py", "    from ..select.emitted import compare", "size must not import its select"),
+        ("consumer/select/selection.py", "from ..size import sizereport", "select must not import its size"),
         ("producer/extract.py", "from ..cli import build", "producer must not import cli"),
         ("mapformat/__init__.py", "from .._version import __version__", "mapformat must not import _version"),
         ("buildtree/model.py", "from .. import __version__", "buildtree must not import the package's face"),
-        ("readers/cuda.py", "    from ..consumer.kernelmap import load", "readers must not import consumer"),
+        ("readers/cuda.py", "    from ..consumer.maps.kernelmap import load", "readers must not import consumer"),
     ],
 )
 def test_a_forbidden_import_is_caught(tmp_path: Path, module: str, line: str, expected: str) -> None:

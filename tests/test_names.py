@@ -17,8 +17,8 @@ from toolchains import DATA, require, run
 
 from kernel_symbol_map import mapformat, read_kernels
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer import names
-from kernel_symbol_map.consumer.names import WIDTH, full, labels, name_filter, readable
+from kernel_symbol_map.consumer.maps import names
+from kernel_symbol_map.consumer.maps.names import WIDTH, full, labels, name_filter, readable
 
 COMMIT = "a" * 40
 SOURCE = "csrc/reduce.cu"

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel_symbol_map.consumer.pythonfiles import tests_of_file as of_test_file
-from kernel_symbol_map.consumer.recordings import Recording
+from kernel_symbol_map.consumer.select.pythonfiles import tests_of_file as of_test_file
+from kernel_symbol_map.consumer.select.recordings import Recording
 
 import pytest
 from native_programs import build_driver

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from kernel_symbol_map.consumer.kernelmap import KernelMap
-from kernel_symbol_map.consumer.recordings import read
-from kernel_symbol_map.consumer.selection import select
+from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
+from kernel_symbol_map.consumer.select.recordings import read
+from kernel_symbol_map.consumer.select.selection import select
 
 COMMIT = "a" * 40
 

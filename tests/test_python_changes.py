@@ -19,8 +19,8 @@ import pytest
 from native_programs import build_driver
 from test_native_children import _cupti_package
 
-from kernel_symbol_map.consumer import recordings as recs
-from kernel_symbol_map.consumer.pythonfiles import FileDecision, PythonDecider, PythonTree
+from kernel_symbol_map.consumer.select import recordings as recs
+from kernel_symbol_map.consumer.select.pythonfiles import FileDecision, PythonDecider, PythonTree
 from kernel_symbol_map.mapformat import pyblocks
 
 GIT = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
@@ -477,8 +477,8 @@ def test_output_mode_asks_git_about_the_recordings_commit_not_the_changes(suite:
     it would be a file no test executed, which nothing decides)."""
     from test_emitted import _map, _object
 
-    from kernel_symbol_map.consumer.kernelmap import KernelMap
-    from kernel_symbol_map.consumer.selection import Options, select
+    from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
+    from kernel_symbol_map.consumer.select.selection import Options, select
 
     clone = clone_with(suite, tmp_path, {"pkg/fast.py": "X = 1\n"})
     git(clone, "add", "-A")

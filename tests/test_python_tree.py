@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from test_python_changes import committed, git
 
-from kernel_symbol_map.consumer.pythonfiles import PythonDecider, PythonTree, is_test_file
-from kernel_symbol_map.consumer.recordings import Recording
+from kernel_symbol_map.consumer.select.pythonfiles import PythonDecider, PythonTree, is_test_file
+from kernel_symbol_map.consumer.select.recordings import Recording
 from kernel_symbol_map.mapformat import pyblocks
 
 FILES = {

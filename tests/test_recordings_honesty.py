@@ -1,4 +1,4 @@
-"""A recording is evidence only when it says it is whole (issue 26's audit of consumer/recordings.py).
+"""A recording is evidence only when it says it is whole (issue 26's audit of consumer/select/recordings.py).
 
 Real files on disk, read by the reader ``select`` uses; each case is also fed
 to ``select`` with a change its kernels never reach: an incomplete record
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kernel_symbol_map.consumer.kernelmap import KernelMap
-from kernel_symbol_map.consumer.recordings import Recording, read
-from kernel_symbol_map.consumer.selection import select
+from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
+from kernel_symbol_map.consumer.select.recordings import Recording, read
+from kernel_symbol_map.consumer.select.selection import select
 from kernel_symbol_map.errors import RecordingError
 
 COMMIT = "c" * 40

@@ -14,7 +14,7 @@ import warnings
 
 import pytest
 
-from kernel_symbol_map.consumer.rules import Patterns, StaticRules
+from kernel_symbol_map.consumer.select.rules import Patterns, StaticRules
 from kernel_symbol_map.errors import KernelSymbolMapError
 
 # (glob, path, matched)

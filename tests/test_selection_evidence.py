@@ -17,9 +17,9 @@ from test_emitted import BASE, _tests, base_map
 from test_selection_safety import git
 
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer.kernelmap import KernelMap, Reach
-from kernel_symbol_map.consumer.recordings import Recording, Unreadable
-from kernel_symbol_map.consumer.selection import (
+from kernel_symbol_map.consumer.maps.kernelmap import KernelMap, Reach
+from kernel_symbol_map.consumer.select.recordings import Recording, Unreadable
+from kernel_symbol_map.consumer.select.selection import (
     COMMIT_MISMATCH,
     EVIDENCE_FALLBACKS,
     Decision,

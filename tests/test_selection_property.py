@@ -31,10 +31,10 @@ from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernel_symbol_map.consumer.canonical import Canonical
-from kernel_symbol_map.consumer.kernelmap import KernelMap
-from kernel_symbol_map.consumer.recordings import Recording
-from kernel_symbol_map.consumer.selection import Options, StaticRules, select
+from kernel_symbol_map.consumer.maps.canonical import Canonical
+from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
+from kernel_symbol_map.consumer.select.recordings import Recording
+from kernel_symbol_map.consumer.select.selection import Options, StaticRules, select
 
 GENERATED = "$BUILD/gen/g.cuh"  # a header generated in the build tree, as the map spells it
 STAGED, STAGED_COPY = "include/staged.cuh", "$BUILD/staged/staged.cuh"  # configure_file(COPYONLY): a configure input

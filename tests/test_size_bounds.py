@@ -21,7 +21,8 @@ from elftools.elf.elffile import ELFFile
 
 from kernel_symbol_map import mapformat
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer import kernelmap, sizereport, treemap, wheels
+from kernel_symbol_map.consumer.maps import kernelmap, wheels
+from kernel_symbol_map.consumer.size import sizereport, treemap
 from kernel_symbol_map.errors import FormatError, MapError
 from kernel_symbol_map.mapformat import sizes as map_sizes
 from kernel_symbol_map.mapformat import validation

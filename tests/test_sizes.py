@@ -35,7 +35,7 @@ from conftest import example_wheel
 from elftools.elf.elffile import ELFFile
 
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer import sizeinputs, sizereport
+from kernel_symbol_map.consumer.size import sizeinputs, sizereport
 from kernel_symbol_map.errors import FormatError
 from kernel_symbol_map.mapformat import validation
 from kernel_symbol_map.readers import sizes
@@ -409,7 +409,7 @@ def test_the_treemap_fills_the_window_at_any_width(wheels: tuple[Path, Path], tm
     ``squarify`` package lays those values out, and the browser draws each box in its colour."""
     import squarify
 
-    from kernel_symbol_map.consumer import treemap
+    from kernel_symbol_map.consumer.size import treemap
 
     old, _ = wheels
     page = tmp_path / "size.html"
@@ -463,7 +463,7 @@ def test_the_diff_treemap_colours_growth_red_and_shrinking_green(wheels: tuple[P
     """Issue 30: NEW's treemap coloured by its change against OLD, both ways round: attention.cu grew by
     attention_kernel<256> (an added, outlined box; its target red, the unchanged one grey); the other way round
     attention.cu is green, and the kernel, with no area, is listed with its bytes."""
-    from kernel_symbol_map.consumer import treemap
+    from kernel_symbol_map.consumer.size import treemap
 
     old, new = (_example_pieces(w) for w in wheels)
     (added,) = [c for c in sizereport.changes(old, new, "kernel")]
@@ -547,7 +547,7 @@ def test_the_map_field_is_validated_and_bad_sizes_are_one_error_line(wheels: tup
 
 
 def test_a_family_keeps_the_anonymous_namespace() -> None:
-    from kernel_symbol_map.consumer.kernelmap import family
+    from kernel_symbol_map.consumer.maps.kernelmap import family
 
     assert family("void (anonymous namespace)::ak<int>(int*)") == "(anonymous namespace)::ak"
     assert family("(anonymous namespace)::ak()") == "(anonymous namespace)::ak"
@@ -574,7 +574,7 @@ def test_squarify_fills_the_rectangle_without_overlap() -> None:
     import itertools
     import random
 
-    from kernel_symbol_map.consumer.treemap import squarify
+    from kernel_symbol_map.consumer.size.treemap import squarify
 
     paper = squarify([6, 6, 4, 3, 2, 2, 1], 0, 0, 6, 4)
     assert [tuple(round(v, 3) for v in r) for r in paper[:2]] == [(0, 0, 3, 2), (0, 2, 3, 2)]
@@ -679,7 +679,7 @@ def test_a_diff_lists_growth_then_shrinking_largest_first() -> None:
 
 
 def test_overloaded_kernels_are_two_leaves_of_the_treemap() -> None:
-    from kernel_symbol_map.consumer import treemap
+    from kernel_symbol_map.consumer.size import treemap
 
     origin = sizereport.Origin("csrc/k.cu", "t", "k.o", "m")
     found = [sizereport.Piece(origin, "sm_90", "code", "_Z1kPf", 100, 100, "k.o"),

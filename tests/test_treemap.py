@@ -18,8 +18,9 @@ import re
 import pytest
 import squarify as pypi_squarify
 
-from kernel_symbol_map.consumer import names, sizereport, treemap
-from kernel_symbol_map.consumer.sizereport import Origin, Piece
+from kernel_symbol_map.consumer.maps import names
+from kernel_symbol_map.consumer.size import sizereport, treemap
+from kernel_symbol_map.consumer.size.sizereport import Origin, Piece
 
 
 def _piece(source: str, kernel: str, n: int, target: str = "_ops", kind: str = "code") -> Piece:

@@ -31,11 +31,11 @@ import toolchains
 from elftools.elf.elffile import ELFFile
 from toolchains import require
 
-from kernel_symbol_map.consumer.hostscope import stem
-from kernel_symbol_map.consumer.kernelmap import KernelMap
-from kernel_symbol_map.consumer.recordings import Recording
-from kernel_symbol_map.consumer.rules import StaticRules
-from kernel_symbol_map.consumer.selection import Options, select
+from kernel_symbol_map.consumer.select.hostscope import stem
+from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
+from kernel_symbol_map.consumer.select.recordings import Recording
+from kernel_symbol_map.consumer.select.rules import StaticRules
+from kernel_symbol_map.consumer.select.selection import Options, select
 
 BASE, CHANGE = "a" * 40, "c" * 40
 SHORT, LONG = "a", "a-second-runner-with-a-much-longer-folder"
@@ -214,7 +214,7 @@ def test_a_host_edit_changes_host_code_only(builds: Builds) -> None:
 
 def test_the_cli_spells_the_host_scopes_as_the_consumer_does() -> None:
     from kernel_symbol_map.cli.select import HOST_SCOPES
-    from kernel_symbol_map.consumer.hostscope import SCOPES
+    from kernel_symbol_map.consumer.select.hostscope import SCOPES
 
     assert HOST_SCOPES == SCOPES
 

@@ -17,8 +17,8 @@ import pytest
 from kernel_symbol_map import mapformat
 from kernel_symbol_map.buildtree import ninjafile
 from kernel_symbol_map.cli import main
-from kernel_symbol_map.consumer.kernelmap import load
-from kernel_symbol_map.consumer.recordings import read
+from kernel_symbol_map.consumer.maps.kernelmap import load
+from kernel_symbol_map.consumer.select.recordings import read
 from kernel_symbol_map.errors import BuildTreeError, MapError, RecordingError
 
 SHA = "c" * 40

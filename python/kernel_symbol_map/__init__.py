@@ -15,8 +15,8 @@ TYPE_CHECKING = False  # typing's own flag, without importing typing (the CLI's 
 _LAZY = {
     "read_kernels": "readers.devicecode",
     "Result": "readers.devicecode",
-    "load": "consumer.kernelmap",
-    "KernelMap": "consumer.kernelmap",
+    "load": "consumer.maps.kernelmap",
+    "KernelMap": "consumer.maps.kernelmap",
     "FormatError": "errors",
     "KernelSymbolMapError": "errors",
     "ToolError": "errors",
@@ -25,7 +25,7 @@ _LAZY = {
 if TYPE_CHECKING:  # the names below, for type checkers; at run time __getattr__ imports them
     from typing import Any
 
-    from .consumer.kernelmap import KernelMap, load  # noqa: F401
+    from .consumer.maps.kernelmap import KernelMap, load  # noqa: F401
     from .errors import FormatError, KernelSymbolMapError, ToolError  # noqa: F401
     from .readers.devicecode import Result, read_kernels  # noqa: F401
 

@@ -12,7 +12,7 @@ MAP_HELP = "map file, wheel, folder holding one, or installed package"
 
 def default_source_root(for_git: bool = False) -> Path:
     """Relative paths are the project's: the git top level of the current folder, else the folder itself."""
-    from ..consumer import changes
+    from ..consumer.select import changes
 
     try:
         return changes.toplevel(Path.cwd())

@@ -24,7 +24,7 @@ from ._commands import summary_of
 from ._output import EXIT_OK, plural, write_json
 
 if TYPE_CHECKING:
-    from ..consumer.kernelmap import KernelMap
+    from ..consumer.maps.kernelmap import KernelMap
 
 # 2: "added" and "removed" name each kernel's sources ({"symbol", "sources"}), not the bare name.
 # Added since: "changed" (device code differs, by digests), "changed_unknown" (why it cannot be told), "host"
@@ -63,8 +63,8 @@ def _sources(kmap: KernelMap) -> tuple[dict[str, set[str]], dict[str, str]]:
 
 
 def compare(old: KernelMap, new: KernelMap) -> dict[str, Any]:
-    from ..consumer import emitted
-    from ..consumer.names import full
+    from ..consumer.select import emitted
+    from ..consumer.maps.names import full
 
     (a, old_names), (b, new_names) = _sources(old), _sources(new)
     why = emitted.unusable([old], [new])
@@ -101,7 +101,7 @@ def comparable(old: KernelMap, new: KernelMap) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..consumer.kernelmap import load
+    from ..consumer.maps.kernelmap import load
 
     old, new = load(args.old), load(args.new)
     comparable(old, new)

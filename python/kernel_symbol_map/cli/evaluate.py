@@ -42,8 +42,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..consumer import junit
-    from ..consumer.evaluation import SCHEMA, evaluate
+    from ..consumer.select import junit
+    from ..consumer.select.evaluation import SCHEMA, evaluate
 
     if bool(args.junit) == bool(args.junit_step):
         raise UsageError("give the run's results as --junit (tests) or --junit-step (steps), one of them")

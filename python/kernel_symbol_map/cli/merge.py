@@ -29,7 +29,7 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..consumer.kernelmap import read_document
+    from ..consumer.maps.kernelmap import read_document
 
     read = [read_document(m) for m in args.maps]
     from .. import mapformat

@@ -48,7 +48,7 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _kernel_answer(kmap: Any, symbol: str, asked: str) -> dict[str, Any]:
-    from ..consumer.names import full
+    from ..consumer.maps.names import full
 
     answer = {"symbol": symbol, "demangled": full(symbol),
               "sources": [{"source": o.source, "target": o.target, "object": o.object}
@@ -60,7 +60,7 @@ def _kernel_answer(kmap: Any, symbol: str, asked: str) -> dict[str, Any]:
 
 def _closest(kmap: Any, item: str) -> list[str]:
     """What a person may have meant: kernel families and the map's paths that look like ``item``."""
-    from ..consumer.names import family, full
+    from ..consumer.maps.names import family, full
 
     names = {family(full(s)) for s in kmap.symbols}
     names |= {n.rsplit("::", 1)[-1] for n in names}
@@ -69,9 +69,9 @@ def _closest(kmap: Any, item: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..consumer.canonical import Canonical
-    from ..consumer.inputs import project_path
-    from ..consumer.kernelmap import load
+    from ..consumer.maps.canonical import Canonical
+    from ..consumer.maps.inputs import project_path
+    from ..consumer.maps.kernelmap import load
 
     kmap = load(args.map)
     if not kmap.has_evidence:
@@ -110,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
 def _kernels_meant(kmap: Any, item: str) -> list[str]:
     """The kernels ``item`` names (see ``kernels_named``), else those it matches as a pattern of their
     demangled names; none for an item spelled like a file, or a blank one (it would match every kernel)."""
-    from ..consumer.kernelmap import kernels_named
-    from ..consumer.names import name_filter
+    from ..consumer.maps.kernelmap import kernels_named
+    from ..consumer.maps.names import name_filter
 
     named = kernels_named(kmap, item)
     if named or not item.strip() or PATH_LIKE.search(item):
@@ -124,7 +124,7 @@ def _kernels_meant(kmap: Any, item: str) -> list[str]:
 
 
 def _print(answers: list[dict[str, Any]], demangled: bool, mangled: bool) -> None:
-    from ..consumer.names import full, readable
+    from ..consumer.maps.names import full, readable
 
     label = (lambda s: s) if mangled else readable
     for a in answers:

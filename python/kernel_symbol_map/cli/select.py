@@ -19,11 +19,11 @@ from ._common import MAP_HELP, default_source_root
 from ._output import EXIT_INPUT, EXIT_OK, UsageError, error, plural, warning, write_json
 
 if TYPE_CHECKING:
-    from ..consumer.kernelmap import KernelMap
-    from ..consumer.selection import Selection
+    from ..consumer.maps.kernelmap import KernelMap
+    from ..consumer.select.selection import Selection
 
 JSON_SCHEMA = "kernel-symbol-map/selection/1"
-HOST_SCOPES = ("functions", "libraries", "kernels")  # consumer.hostscope.SCOPES, spelled here: parsing loads no consumer
+HOST_SCOPES = ("functions", "libraries", "kernels")  # consumer.select.hostscope.SCOPES, spelled here: parsing loads no consumer
 # A mangled kernel name inside an explanation (an Itanium name; not ending in a sentence's full stop).
 MANGLED = re.compile(r"\b_Z[\w$.]*[\w$]")
 
@@ -95,11 +95,11 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _configured(args: argparse.Namespace) -> None:
-    """Options the command line left out, from ``[tool.kernel-symbol-map]`` (consumer/config.py): a flag
+    """Options the command line left out, from ``[tool.kernel-symbol-map]`` (consumer/maps/config.py): a flag
     given replaces its key. Said in a NOTE when the table gave any."""
     import logging
 
-    from ..consumer import config
+    from ..consumer.maps import config
 
     try:
         found = config.load(Path.cwd(), args.source_root or default_source_root())
@@ -126,12 +126,12 @@ def _configured(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..consumer import changes
-    from ..consumer.canonical import Canonical
-    from ..consumer.inputs import project_paths
-    from ..consumer.perfile import looks_built
-    from ..consumer.recordings import expand, read_each
-    from ..consumer.selection import (
+    from ..consumer.select import changes
+    from ..consumer.maps.canonical import Canonical
+    from ..consumer.maps.inputs import project_paths
+    from ..consumer.select.perfile import looks_built
+    from ..consumer.select.recordings import expand, read_each
+    from ..consumer.select.selection import (
         EVIDENCE_FALLBACKS,
         COMMIT_MISMATCH,
         MAP_COMMIT_MISSING,
@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
 def _not_this_build(kmaps: list[KernelMap], base: list[KernelMap] | None, source_root: Path) -> str:
     """Output mode with --diff: why --map is not the build of this checkout ("" when it is): its commit must be
     the one checked out (a map of main passed as --map would see no change at all)."""
-    from ..consumer import changes
+    from ..consumer.select import changes
 
     if not base or not kmaps:
         return ""
@@ -214,8 +214,8 @@ def _not_this_build(kmaps: list[KernelMap], base: list[KernelMap] | None, source
 
 def _load_maps(sources: list[str], flag: str = "--map") -> tuple[list[KernelMap], tuple[str, str] | None]:
     """The maps that load, or (the fallback code, why) for the first one that would not."""
-    from ..consumer.kernelmap import load
-    from ..consumer.selection import MAP_UNREADABLE, NO_MAP
+    from ..consumer.maps.kernelmap import load
+    from ..consumer.select.selection import MAP_UNREADABLE, NO_MAP
 
     if not sources:
         return [], (NO_MAP, f"no map was given ({flag})")
@@ -252,7 +252,7 @@ def _print(selection: Selection, as_json: bool) -> None:
 
 def _readable(why: str) -> str:
     """``why`` with each mangled kernel it names written as people read it (``--json`` keeps them mangled:
-    scripts join on them). The explanations are built in consumer.selection, for both outputs."""
-    from ..consumer.names import full, readable
+    scripts join on them). The explanations are built in consumer.select.selection, for both outputs."""
+    from ..consumer.maps.names import full, readable
 
     return MANGLED.sub(lambda m: readable(m.group()) if full(m.group()) != m.group() else m.group(), why)

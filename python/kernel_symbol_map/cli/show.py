@@ -77,7 +77,7 @@ def summary(doc: dict[str, Any], headers: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..consumer.kernelmap import read_document
+    from ..consumer.maps.kernelmap import read_document
 
     doc, where = read_document(args.map)
     found = summary(doc, args.headers)

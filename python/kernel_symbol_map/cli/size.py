@@ -24,7 +24,7 @@ DIFF_BY = ("source", "target", "kernel")
 
 
 def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from ..consumer.sizereport import BY
+    from ..consumer.size.sizereport import BY
 
     p = sub.add_parser(
         "size",
@@ -59,7 +59,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..consumer import names, sizeinputs
+    from ..consumer.maps import names
+    from ..consumer.size import sizeinputs
 
     if args.max_mb is not None and not (0 < args.max_mb < float("inf")):
         raise UsageError(f"--max-mb {args.max_mb:g}: a budget is a positive number of MiB")
@@ -113,7 +114,7 @@ class _Labels:
         if by != "kernel" or self.mangled:
             return str
         if self._labels is None:
-            from ..consumer import names
+            from ..consumer.maps import names
 
             self._labels = names.labels(self.kernels)
         labels = self._labels
@@ -124,7 +125,7 @@ class _Labels:
 
 
 def _report(args: argparse.Namespace, by: str, inputs: list[Any], label: _Labels) -> None:
-    from ..consumer import sizereport
+    from ..consumer.size import sizereport
 
     found = [p for i in inputs for p in i.pieces]
     ranked = sizereport.rows(found, by)
@@ -212,7 +213,7 @@ def _totals_line(t: dict[str, int]) -> str:
 
 
 def _report_diff(args: argparse.Namespace, old: Any, new: Any, label: _Labels) -> int:
-    from ..consumer import sizereport
+    from ..consumer.size import sizereport
 
     tables = {by: sizereport.changes(old.pieces, new.pieces, by) for by in DIFF_BY}
     before, after = sizereport.kernel_sources(old.pieces), sizereport.kernel_sources(new.pieces)
@@ -264,7 +265,7 @@ def _report_diff(args: argparse.Namespace, old: Any, new: Any, label: _Labels) -
 
 def _treemap(path: Path, measured: Any) -> None:
     from .. import _atomic
-    from ..consumer import sizereport, treemap
+    from ..consumer.size import sizereport, treemap
 
     if measured.diff:  # NEW's map, each box coloured by its change against OLD
         old, new = measured.inputs

@@ -35,7 +35,7 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..consumer.kernelmap import read_document
+    from ..consumer.maps.kernelmap import read_document
 
     records = []
     for source in args.maps:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from .. import mapformat
+from ... import mapformat
 from . import inputs
 from .inputs import MAP_NAME  # noqa: F401 - its first home: importers keep it
 # The names people read live in .names; these stay importable from here, where they were.

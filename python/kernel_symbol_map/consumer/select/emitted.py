@@ -35,10 +35,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .. import _unitnames as unitnames
-from .._graph import reachable
-from ..mapformat import digests as map_digests
-from .kernelmap import KernelMap
+from ... import _unitnames as unitnames
+from ..._graph import reachable
+from ...mapformat import digests as map_digests
+from ..maps.kernelmap import KernelMap
 
 NO_DIGESTS = "no-digests"  # compare sources instead
 TOOLCHAIN = "toolchain"  # every digest would differ: everything runs

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import MapError
+from ...errors import MapError
 
 WHEEL_MAX_MEMBERS = 100_000  # members listed in the central directory
 WHEEL_MAX_MEMBER = 4 << 30  # bytes one member inflates to (zip's own limit without zip64)

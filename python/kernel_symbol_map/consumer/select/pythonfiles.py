@@ -35,7 +35,7 @@ from pathlib import Path
 
 import regex
 
-from ..mapformat import pyblocks
+from ...mapformat import pyblocks
 from . import changes
 from .recordings import Recording
 

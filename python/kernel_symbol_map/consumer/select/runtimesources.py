@@ -38,7 +38,7 @@ import pathspec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern  # git's globs, as the rules'
 
 from .jitkernels import JitKernels
-from .kernelmap import KernelMap
+from ..maps.kernelmap import KernelMap
 from .perfile import Verdict
 from .pythonfiles import PythonTree
 from .recordings import Recording

@@ -38,9 +38,9 @@ from typing import Any
 
 import regex
 
-from .._unitnames import host_function
-from ..errors import RecordingError
-from ..mapformat import plainjson, pyblocks
+from ..._unitnames import host_function
+from ...errors import RecordingError
+from ...mapformat import plainjson, pyblocks
 
 _FOOTER = regex.compile(r"^# end records=(\d+) unique=(\d+) dropped=(\d+)$")
 _DROPPED = regex.compile(r"^# dropped=(\d+)$")

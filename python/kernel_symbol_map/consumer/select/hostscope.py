@@ -61,10 +61,10 @@ from dataclasses import dataclass, field
 
 import regex
 
-from .._unitnames import spelled as _spelled
+from ..._unitnames import spelled as _spelled
 from .emitted import HostChange
-from .kernelmap import KernelMap
-from .names import full
+from ..maps.kernelmap import KernelMap
+from ..maps.names import full
 from .recordings import Recording
 from .rules import Patterns, StaticRules
 

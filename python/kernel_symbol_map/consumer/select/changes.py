@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import KernelSymbolMapError
-from ..mapformat import relpath
+from ...errors import KernelSymbolMapError
+from ...mapformat import relpath
 
 
 class ChangeError(KernelSymbolMapError):

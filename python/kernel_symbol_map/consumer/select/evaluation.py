@@ -33,8 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._words import plural
-from ..errors import KernelSymbolMapError
+from ..._words import plural
+from ...errors import KernelSymbolMapError
 from .junit import Result, junit_key, unprefixed
 
 SCHEMA = "kernel-symbol-map/evaluate/1"

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import NamedTuple
 
-from .names import ELLIPSIS as CUT
-from .names import full, readable
+from ..maps.names import ELLIPSIS as CUT
+from ..maps.names import full, readable
 from .sizereport import Piece
 
 WIDTH, HEIGHT = 1200, 720  # the SVG's

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import KernelSymbolMapError
+from ...errors import KernelSymbolMapError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -33,9 +33,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import mapformat
-from .._words import some
-from ..errors import MapError, MapNotFound
+from ... import mapformat
+from ..._words import some
+from ...errors import MapError, MapNotFound
 from .wheels import WHEEL_ERRORS, copy_member, is_wheel, wheel_members
 
 MAP_NAME = "kernel_symbol_map.json.gz"

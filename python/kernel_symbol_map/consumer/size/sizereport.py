@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
-from ..errors import MapError
-from ..mapformat import sizes as map_sizes
-from .names import family, full
+from ...errors import MapError
+from ...mapformat import sizes as map_sizes
+from ..maps.names import family, full
 
 KINDS = ("code", "owned", "overhead", "ptx")
 BY = ("source", "target", "kernel", "family", "arch", "kind", "file")

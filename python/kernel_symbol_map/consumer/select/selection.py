@@ -37,11 +37,11 @@ from typing import Any
 
 import regex
 
-from .._graph import reachable
-from ..errors import KernelSymbolMapError
-from ..mapformat import is_full_sha, plainjson
+from ..._graph import reachable
+from ...errors import KernelSymbolMapError
+from ...mapformat import is_full_sha, plainjson
 from . import emitted, runtimesources
-from .kernelmap import KernelMap, Link, Reach
+from ..maps.kernelmap import KernelMap, Link, Reach
 from .hostscope import FUNCTIONS, HostScope
 from .jitkernels import JitKernels, attribute
 from .perfile import PerFile, Verdict

@@ -16,7 +16,7 @@ from pathlib import Path
 from defusedxml import ElementTree
 from defusedxml.common import DefusedXmlException
 
-from ..errors import KernelSymbolMapError
+from ...errors import KernelSymbolMapError
 
 
 class ResultsError(KernelSymbolMapError):

@@ -20,7 +20,7 @@ import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .kernelmap import Reach
+from ..maps.kernelmap import Reach
 from .pythonfiles import FileDecision, PythonDecider, PythonTree, is_test_file, tests_of_file
 from .recordings import Recording
 from .rules import Patterns, StaticRules

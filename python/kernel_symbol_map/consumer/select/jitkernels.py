@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-from ..mapformat import pyblocks
+from ...mapformat import pyblocks
 from .pythonfiles import PythonTree
 from .recordings import Recording
 

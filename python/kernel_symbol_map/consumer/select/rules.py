@@ -39,7 +39,7 @@ from typing import Any
 import pathspec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
-from ..errors import KernelSymbolMapError
+from ...errors import KernelSymbolMapError
 
 _GLOB = frozenset("*?[")
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import FormatError, KernelSymbolMapError, MapError, MapNotFound
+from ...errors import FormatError, KernelSymbolMapError, MapError, MapNotFound
 from . import sizereport
-from .inputs import Input, map_bytes, resolve
+from ..maps.inputs import Input, map_bytes, resolve
 from .sizereport import Piece
-from .wheels import WHEEL_ERRORS, copy_member, is_library, wheel_members
+from ..maps.wheels import WHEEL_ERRORS, copy_member, is_library, wheel_members
 
 MIB = 1 << 20
 
@@ -81,7 +81,7 @@ ReadBinary = Callable[[Path], list[tuple[str, dict[str, Any]]]]  # (arch, size r
 def measure(spellings: Sequence[str], read_binary: ReadBinary, map_spelling: str | None = None) -> Measurement:
     """Read every input. Two maps or two wheels are OLD and NEW; binaries are joined with the map
     ``map_spelling`` names, if any."""
-    from .kernelmap import read_document
+    from ..maps.kernelmap import read_document
 
     found = [resolve(s, binaries=True) for s in spellings]
     kinds = [_kind(f) for f in found]
@@ -98,7 +98,7 @@ def _kind(found: Input) -> str:
 
 
 def _read(found: Input, kind: str, document: Mapping[str, Any] | None, read_binary: ReadBinary) -> Measured:
-    from .kernelmap import KernelMap, read_document
+    from ..maps.kernelmap import KernelMap, read_document
 
     if kind == "map":
         document, where = read_document(found.path if found.kind != "package" else found.spelled)
@@ -140,7 +140,7 @@ def _wheel(found: Input, read_binary: ReadBinary) -> Measured:
     largest device image), charged to the map the wheel ships; without one, per kernel as binaries are."""
     path = found.path
     try:
-        from .kernelmap import read_document
+        from ..maps.kernelmap import read_document
 
         document, _ = read_document(path)
     except MapNotFound:

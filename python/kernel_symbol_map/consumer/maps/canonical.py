@@ -13,7 +13,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..mapformat import relpath, unspell
+from ...mapformat import relpath, unspell
 
 
 class Canonical:

@@ -22,7 +22,7 @@ import pytest
 from kernel_symbol_map.consumer.select.recordings import read
 from kernel_symbol_map.errors import RecordingError
 from kernel_symbol_map.recorder import audit, native, parts
-from kernel_symbol_map.recorder.hook import SPAWN_VARIABLE
+from kernel_symbol_map.recorder.environment import SPAWN_VARIABLE
 
 BY = 100  # the recorded process that started the spawn
 

@@ -134,6 +134,60 @@ def test_imports_run_one_way() -> None:
     assert violations() == []
 
 
+def cycles(root: Path = ROOT) -> list[list[str]]:
+    """The package's modules that import one another round a circle, lazy imports included: each circle's
+    modules, found as the strongly connected components of the import graph (Tarjan's, iteratively)."""
+    graph = {_module_name(p, root): sorted({n for _, n in _imports(p, root)}) for p in sorted(root.rglob("*.py"))}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, edges = work[-1]
+            nxt = next((w for w in edges if w in graph), None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    work.append((nxt, iter(graph[nxt])))
+                elif nxt in stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_modules_import_one_another_round_a_circle() -> None:
+    assert cycles() == []
+
+
+def test_a_circle_is_caught(tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / PACKAGE
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    process = copy / "recorder" / "process.py"  # the start-up hook starts the process recorder: not back
+    process.write_text(process.read_text() + "\nfrom .hook import FOLDER_VARIABLE  # noqa: E402\n")
+    assert cycles(copy) == [[f"{PACKAGE}.recorder.hook", f"{PACKAGE}.recorder.process"]]
+
+
 def test_the_consumer_is_rooms_and_each_is_named() -> None:
     consumer = ROOT / "consumer"
     assert {p.stem for p in consumer.glob("*.py")} == {"__init__"}  # every module in a room

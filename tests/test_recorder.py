@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kernel_symbol_map.recorder import hook, parts
+from kernel_symbol_map.recorder import environment, parts
 from kernel_symbol_map.recorder.process import ProcessRecorder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,7 +134,7 @@ def test_the_hook_costs_one_lookup_when_off(monkeypatch: pytest.MonkeyPatch) -> 
     """Counted, not timed: with recording off, the line makes only the environment lookup's calls."""
     line = PTH.read_text().strip()
     assert line.startswith("import ") and "\n" not in line  # site runs an `import` line of a .pth
-    monkeypatch.delenv(hook.FOLDER_VARIABLE, raising=False)
+    monkeypatch.delenv(environment.FOLDER_VARIABLE, raising=False)
     code = compile(line, str(PTH), "exec")
     calls: list[str] = []
 
@@ -152,7 +152,7 @@ def test_the_hook_costs_one_lookup_when_off(monkeypatch: pytest.MonkeyPatch) -> 
     sys.setprofile(lambda frame, event, arg: lookup.append(getattr(arg, "__qualname__", None) or
                                                          frame.f_code.co_qualname) if event in ("call", "c_call") else None)
     try:
-        os.environ.get(hook.FOLDER_VARIABLE)
+        os.environ.get(environment.FOLDER_VARIABLE)
     finally:
         sys.setprofile(None)
     # exec, the .pth line's own code, then exactly what one os.environ.get costs: nothing is imported or started
@@ -162,7 +162,7 @@ def test_the_hook_costs_one_lookup_when_off(monkeypatch: pytest.MonkeyPatch) -> 
     print(f"\n.pth hook, recording off: {seconds / runs * 1e6:.2f} us per interpreter start, calls {calls}")
     out = subprocess.run([sys.executable, "-c", "import sys; print(any(m.split('.')[0] == 'kernel_symbol_map' for m in sys.modules))"],
                          capture_output=True, text=True, check=True, env={k: v for k, v in os.environ.items()
-                                                                           if k != hook.FOLDER_VARIABLE})
+                                                                           if k != environment.FOLDER_VARIABLE})
     assert out.stdout.strip() == "False"  # nothing of the package is imported at start-up
 
 

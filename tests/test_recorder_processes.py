@@ -610,7 +610,7 @@ def test_a_child_whose_environment_was_read_before_its_start_was_seen_is_never_a
 def test_a_process_that_carries_a_spawns_id_keeps_it_alive_wherever_it_runs() -> None:
     """Outside the root's tree too (a service that started it with the test's environment): it carries the id."""
     from kernel_symbol_map.recorder import spawns
-    from kernel_symbol_map.recorder.hook import SPAWN_VARIABLE
+    from kernel_symbol_map.recorder.environment import SPAWN_VARIABLE
 
     # Asked at once, as Popen returns: the child may still be inside exec, its environment not yet laid out
     # (measured: 1,505 of 2,000 reads right after Popen, on a busy machine; CI once failed on it), so it is asked
@@ -635,7 +635,7 @@ def test_a_process_caught_in_exec_is_read_again_and_one_that_never_settles_may_c
     (read again, then its real environment is seen), or forever (then it may carry any id: not ended).
     """
     from kernel_symbol_map.recorder import spawns
-    from kernel_symbol_map.recorder.hook import SPAWN_VARIABLE
+    from kernel_symbol_map.recorder.environment import SPAWN_VARIABLE
 
     spawn, other = f"{os.urandom(8).hex()}-1", f"{os.urandom(8).hex()}-2"
     carrier = subprocess.Popen(["cat"], stdin=subprocess.PIPE, env=dict(os.environ, **{SPAWN_VARIABLE: spawn}))
@@ -671,7 +671,7 @@ def test_zombies_and_kernel_threads_are_settled_where_the_kernel_reads_them_empt
     """Older kernels read a zombie's and a kernel thread's environment and command line as empty, as inside
     exec (this one refuses the read, ESRCH): they are settled at once, and carry nothing."""
     from kernel_symbol_map.recorder import spawns, tree
-    from kernel_symbol_map.recorder.hook import SPAWN_VARIABLE
+    from kernel_symbol_map.recorder.environment import SPAWN_VARIABLE
 
     spawn = f"{os.urandom(8).hex()}-1"
     zombie = subprocess.Popen(["cat"], stdin=subprocess.PIPE, env=dict(os.environ, **{SPAWN_VARIABLE: spawn}))

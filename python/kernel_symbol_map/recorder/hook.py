@@ -3,7 +3,7 @@
 The wheel installs ``kernel_symbol_map_record.pth`` into site-packages; its one
 line runs at every interpreter start and costs one environment lookup when
 recording is off (coverage.py reaches subprocesses the same way). When
-:data:`FOLDER_VARIABLE` is set, :func:`start` records this interpreter into
+:data:`.environment.FOLDER_VARIABLE` is set, :func:`start` records this interpreter into
 that folder. Forked children start their own part file. multiprocessing's
 resource tracker (stdlib code, no user code, as long-lived as its parent) is
 not recorded.
@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import os
 
-FOLDER_VARIABLE = "KERNEL_SYMBOL_MAP_RECORD"  # the parts folder; set by `record` and the plugin
-SCOPE_VARIABLE = "KERNEL_SYMBOL_MAP_RECORD_SCOPE"  # what this process's kernels belong to
-TESTS_VARIABLE = "KERNEL_SYMBOL_MAP_RECORD_TESTS"  # the plugin's tests log (see .timeline)
-SPAWN_VARIABLE = "KERNEL_SYMBOL_MAP_RECORD_SPAWN"  # the expectation this process claims (see .spawns)
+from .environment import FOLDER_VARIABLE, SCOPE_VARIABLE
 
 
 def start() -> None:

@@ -42,7 +42,7 @@ from . import libraries, native, spawns, timeline, tree
 from .hostcoverage import HostCoverage
 from .profilers import ProfilerWatch
 from .pycoverage import ROOT_VARIABLE, PythonCoverage
-from .hook import FOLDER_VARIABLE, SCOPE_VARIABLE, SPAWN_VARIABLE, TESTS_VARIABLE
+from .environment import FOLDER_VARIABLE, SCOPE_VARIABLE, SPAWN_VARIABLE, TESTS_VARIABLE
 
 KERNEL_KINDS = ("CONCURRENT_KERNEL", "KERNEL")
 _UNMATCHED_LIMIT = 1 << 20  # records kept while waiting for their partner: memory stays bounded

@@ -59,7 +59,7 @@ from typing import Any
 import pytest
 
 from .._words import plural
-from . import hook, native, parts, timeline
+from . import environment, native, parts, timeline
 from .outcomes import Outcomes
 from .pycoverage import ROOT_VARIABLE
 
@@ -90,7 +90,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     options = early_config.known_args_namespace
     if not getattr(options, "kernel_record", None) or getattr(options, "kernel_record_python", "on") != "on":
         return
-    if os.environ.get(hook.FOLDER_VARIABLE) or (_distributed_options(options) and not os.environ.get(PARTS_VARIABLE)):
+    if os.environ.get(environment.FOLDER_VARIABLE) or (_distributed_options(options) and not os.environ.get(PARTS_VARIABLE)):
         return  # under `record` (refused at configure), or an xdist controller (workers inherit its parts folder)
     from .pycoverage import PythonCoverage, project_root
 
@@ -107,7 +107,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not folder:
         return
     worker = hasattr(config, "workerinput")
-    if os.environ.get(hook.FOLDER_VARIABLE) and not worker:
+    if os.environ.get(environment.FOLDER_VARIABLE) and not worker:
         # Both would record this process, and each would miss what the other took: never a complete step.
         raise pytest.UsageError("--kernel-record cannot run under `kernel-symbol-map record`; use one of them")
     role = "worker" if worker else "controller" if _distributed(config) else "single"
@@ -186,10 +186,10 @@ class KernelRecorder:
 
         platform.uname().processor  # noqa: B018 - runs `uname -p` now, before recording: xdist's workers ask for it
 
-        os.environ[hook.FOLDER_VARIABLE] = str(self.parts)  # Python children record too
-        os.environ[hook.SCOPE_VARIABLE] = parts.SESSION
+        os.environ[environment.FOLDER_VARIABLE] = str(self.parts)  # Python children record too
+        os.environ[environment.SCOPE_VARIABLE] = parts.SESSION
         self.log = self.parts / TESTS_LOG
-        os.environ[hook.TESTS_VARIABLE] = str(self.log)  # children follow it: which tests ran while they lived
+        os.environ[environment.TESTS_VARIABLE] = str(self.log)  # children follow it: which tests ran while they lived
         self.loader = os.environ.get(native.LOADER_VARIABLE)
         library = native.audit_library()
         if library is not None:
@@ -290,13 +290,13 @@ class KernelRecorder:
         if self.recorder is None:
             yield
             return
-        previous = os.environ.get(hook.SCOPE_VARIABLE, parts.SESSION)
-        os.environ[hook.SCOPE_VARIABLE] = scope
+        previous = os.environ.get(environment.SCOPE_VARIABLE, parts.SESSION)
+        os.environ[environment.SCOPE_VARIABLE] = scope
         try:
             with self.recorder.attributing(scope):
                 yield
         finally:
-            os.environ[hook.SCOPE_VARIABLE] = previous
+            os.environ[environment.SCOPE_VARIABLE] = previous
 
     # -- the recording -----------------------------------------------------------------------------
 
@@ -306,7 +306,7 @@ class KernelRecorder:
         if self.recorder is not None:
             _release_forkserver()
             self.recorder.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
-        for key in (hook.FOLDER_VARIABLE, hook.SCOPE_VARIABLE, hook.TESTS_VARIABLE, ROOT_VARIABLE):
+        for key in (environment.FOLDER_VARIABLE, environment.SCOPE_VARIABLE, environment.TESTS_VARIABLE, ROOT_VARIABLE):
             os.environ.pop(key, None)
         if self.recorder is not None:
             _restore(native.LOADER_VARIABLE, self.loader)

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from .. import _atomic
 from . import native, tree
-from .hook import FOLDER_VARIABLE, SCOPE_VARIABLE, SPAWN_VARIABLE
+from .environment import FOLDER_VARIABLE, SCOPE_VARIABLE, SPAWN_VARIABLE
 
 EVENTS = frozenset({"subprocess.Popen", "os.exec", "os.spawn", "os.posix_spawn", "os.system"})
 SHELL = "/bin/sh"  # what os.system runs

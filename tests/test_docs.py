@@ -184,3 +184,35 @@ def test_readme_lists_every_command() -> None:
     for name in COMMANDS:
         assert f"| [`{name}`](docs/reference.md#{name}) |" in text, name
     assert "\n### Exit codes\n" in text
+
+
+# What a reader of the project sees speaks to them: no tracker numbers (the changelog keeps the history).
+TRACKER_WORDS = re.compile(r"\bissues? ?#?[0-9]+", re.IGNORECASE)
+READ_BY_USERS = ("python", "cmake", "native", "docs", "examples", "build_backend")
+TOP_FILES = ("README.md", "CMakeLists.txt", "pyproject.toml", "mkdocs.yml")
+
+
+def tracker_words(root: Path = ROOT) -> list[str]:
+    files = [root / f for f in TOP_FILES] + [p for d in READ_BY_USERS for p in sorted((root / d).rglob("*"))
+                                             if p.is_file() and "__pycache__" not in p.parts
+                                             and p.suffix in (".py", ".md", ".c", ".cmake", ".txt", ".toml", ".yml")]
+    found = []
+    for path in files:
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if TRACKER_WORDS.search(line):
+                found.append(f"{path.relative_to(root)}:{number}: {line.strip()[:100]}")
+    return found
+
+
+def test_docs_and_code_name_no_tracker_issue() -> None:
+    assert tracker_words() == []
+
+
+def test_a_tracker_word_is_found(tmp_path: Path) -> None:
+    for name in (*READ_BY_USERS, "README.md", "CMakeLists.txt", "pyproject.toml", "mkdocs.yml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    for f in TOP_FILES:
+        (tmp_path / f).write_text("")
+    (tmp_path / "python" / "m.py").parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "python" / "m.py").write_text("x = 1  # as issue 27 asked\n")
+    assert tracker_words(tmp_path) == ["python/m.py:1: x = 1  # as issue 27 asked"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ._version import __version__
 
-TYPE_CHECKING = False  # typing's own flag, without importing typing (the CLI's start-up: issue 29)
+TYPE_CHECKING = False  # typing's own flag, without importing typing (the CLI's start-up)
 
 _LAZY = {
     "read_kernels": "readers.devicecode",

@@ -59,7 +59,7 @@ function(cuda_ext_hipify from to out_sources)
   endforeach()
   # A file only the copy has (hipify's compatibility header): the map keeps its copy path and says so.
   # Written by a build rule, as hipify writes every file: a file the configure wrote would have inputs no
-  # map knows, and every change would reach the objects that include it (issue 26).
+  # map knows, and every change would reach the objects that include it.
   add_custom_command(
     OUTPUT "${to}/hip_compat.h"
     COMMAND "${CMAKE_COMMAND}" "-DCOMPAT=${to}/hip_compat.h" -P "${CMAKE_CURRENT_FUNCTION_LIST_FILE}"

@@ -1,7 +1,7 @@
 """The subcommands: each one's name, module and one-line summary, declared once.
 
 The top-level parser lists every command with its summary, but imports and
-builds only the parser of the command that runs (issue 29: ``--version`` and
+builds only the parser of the command that runs (``--version`` and
 ``--help`` import no command module at all, and ``select --help`` only
 ``select``'s). Each module's ``populate_parser`` takes its summary from here (:func:`summary_of`).
 """

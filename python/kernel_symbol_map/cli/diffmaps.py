@@ -1,6 +1,6 @@
 """``diff``: kernels added, removed, moved or changed between two maps, each with its sources.
 
-"changed" (issue 27) is cccl's SASS-diff question answered from two maps: the
+"changed" is cccl's SASS-diff question answered from two maps: the
 kernels whose device code differs in some architecture, by the maps' digests.
 Maps without digests (or of two schemes, or by other compilers) say so and list
 no changed kernels. ``host`` lists the objects whose host code differs and,

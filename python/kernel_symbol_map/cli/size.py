@@ -1,4 +1,4 @@
-"""``size``: which sources, targets and kernels make the device code big, and which made it grow (issue 21).
+"""``size``: which sources, targets and kernels make the device code big, and which made it grow.
 
 Inputs: maps (their objects' ``sizes``), wheels (each shared library
 measured, charged to the map the wheel ships), and plain binaries (objects,

@@ -57,7 +57,7 @@ def encode(document: dict[str, Any], chunk: int = 64) -> bytes:
     buffer = io.BytesIO()
     mtime = 0 if source_date_epoch() is not None else None
     # Level 6 (zlib's default): on a 500-object map (7.6 MB of JSON), 9 took 2.3x its time (98 ms, not 43) for
-    # 6% fewer bytes (514 KB, not 545); 7 and 8 sit between (bench/bench_cold.py's tree, issue 29).
+    # 6% fewer bytes (514 KB, not 545); 7 and 8 sit between (bench/bench_cold.py's tree).
     with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=mtime, compresslevel=COMPRESS_LEVEL) as f, \
             ThreadPoolExecutor(1) as compressor:
         pending = [compressor.submit(f.write, prefix.encode())]
@@ -151,7 +151,7 @@ def _inflated(raw: bytes, where: str, limit: int) -> Iterator[bytes]:
     pieces of at most :data:`INFLATE_OUT`, counted after every piece. A bomb is
     refused a piece past the bound, and whoever keeps the pieces holds no more
     than the bound meanwhile (``zlib.decompress`` with a ``max_length``
-    collects its output in blocks and joins them: twice the bound, issue 26).
+    collects its output in blocks and joins them: twice the bound).
     """
     too_big = MapError(f"{where}: decompresses to more than {limit >> 20} MiB "
                        f"({MAX_RATIO}x its size, {MAX_JSON >> 20} MiB at most): not a map")

@@ -181,7 +181,7 @@ def _show(value: Any) -> str:
 
 
 STRINGS = _list_of(STRING)
-# A kernel: a name, never empty (an empty string names no kernel; refused, the map is no evidence: issue 26).
+# A kernel: a name, never empty (an empty string names no kernel; refused, the map is no evidence).
 NAMES = _list_of(_of_type(str, lambda values: _short_enough(values) and all(values),
                           lambda value: _path(value) or (None if value else "an empty string is no kernel's name")))
 ERROR = _record({"object": STRING, "source": STRING, "error": TEXT}, {"target": STRING})
@@ -195,10 +195,10 @@ def _is_bytes(value: Any) -> bool:
 BYTES = Rule(lambda values: all(map(_is_bytes, values)),
              lambda value, where, found: None if _is_bytes(value) else
              _fail(found, where, f"expected a whole number of bytes, not {_show(value)}"))
-# One device image's bytes per architecture (issue 21), kernels' in the order of "symbols" (mapformat.sizes).
+# One device image's bytes per architecture, kernels' in the order of "symbols" (mapformat.sizes).
 SIZES = _mapping_of(_record({"image": BYTES, "stored": BYTES},
                             {"ptx": BOOLEAN, "code": _list_of(BYTES), "owned": _list_of(BYTES)}))
-# Device and host code digests (issue 27), kernels' in the order of "symbols" (mapformat.digests).
+# Device and host code digests, kernels' in the order of "symbols" (mapformat.digests).
 COVERS = _record({}, {"host": _one_of(*map_digests.HOST_COVERAGE), "kernels": COUNT})
 HOST_PARTS = _record({"functions": _mapping_of(STRING), "init": NAMES, "data": STRING}, {"unseen": NAMES})
 DIGESTS = _record({}, {"covers": COVERS, "host": STRING, "code": _mapping_of(_list_of(STRING)), "whole": STRINGS,

@@ -118,8 +118,8 @@ def _read_and_measure(read: Callable[[Path], Result], path: Path, folders: Folde
     taken has none, and a consumer then cannot compare its code.
 
     With the native reader the object is opened once, with a memo, so its
-    images are decompressed once for the kernels, the sizes and the digests
-    (issue 29); another reader (cuobjdump) reads the file its own way first. ``folders``: where the build
+    images are decompressed once for the kernels, the sizes and the digests;
+    another reader (cuobjdump) reads the file its own way first. ``folders``: where the build
     ran, masked in the digests (two clean builds of one commit in two folders give the same ones).
     """
     if read is read_kernels:

@@ -1,4 +1,4 @@
-"""Per-kernel digests of a CUDA cubin: everything a kernel's device code can run or read (issue 27).
+"""Per-kernel digests of a CUDA cubin: everything a kernel's device code can run or read.
 
 A kernel's digest covers, each part compared by the names it refers to, never
 by an address, an offset between sections or a symbol's index:

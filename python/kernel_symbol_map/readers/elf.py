@@ -2,7 +2,7 @@
 
 Hand-written on purpose: pyelftools builds a construct object per symbol, and
 ``bench/bench_symbols.py`` measured it at 72x the cost of this reader on the
-same cubin symbol tables (docs/figures.md), far above the 1.5x budget issue 2
+same cubin symbol tables (docs/figures.md), far above the 1.5x budget we
 set. We need four structures, so the reader stays small. Layouts follow the
 System V gABI names.
 """

@@ -1,4 +1,4 @@
-"""Per-entry digests of PTX text, for the architectures that JIT it (issue 27).
+"""Per-entry digests of PTX text, for the architectures that JIT it.
 
 An entry's digest covers its own definition, the ``.func`` definitions it
 names, transitively, and every module-level statement (``.version``,

@@ -1,4 +1,4 @@
-"""What each kernel costs in bytes, per architecture: its machine code and the sections it owns (issue 21).
+"""What each kernel costs in bytes, per architecture: its machine code and the sections it owns.
 
 Figures, for every device image of an input (an object, a library, an
 archive's members, a fatbin, a cubin, an offload bundle or a code object):
@@ -18,8 +18,8 @@ archive's members, a fatbin, a cubin, an offload bundle or a code object):
 - **PTX**: the uncompressed and stored bytes of each PTX entry, per
   ``compute_XX`` architecture; PTX names no kernel sizes.
 
-With ``digests``, the same walk also gives each image's per-kernel digests
-(issue 27): :mod:`.cubindigest` for cubins, :mod:`.ptxdigest` for PTX (which is
+With ``digests``, the same walk also gives each image's per-kernel digests:
+:mod:`.cubindigest` for cubins, :mod:`.ptxdigest` for PTX (which is
 then decompressed), and one digest of the whole image for AMDGPU code objects
 and bitcode (``per_kernel`` False), whose kernels' code is not told apart yet.
 

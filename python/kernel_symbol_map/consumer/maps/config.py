@@ -1,4 +1,4 @@
-"""``[tool.kernel-symbol-map]`` in the project's ``pyproject.toml``: what ``select`` takes by default (issue 30).
+"""``[tool.kernel-symbol-map]`` in the project's ``pyproject.toml``: what ``select`` takes by default.
 
 Where pytest reads ``[tool.pytest.ini_options]`` and testmon its own table,
 a project keeps its maps, recordings, rules and external kernels here, once,

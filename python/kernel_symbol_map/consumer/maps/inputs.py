@@ -1,4 +1,4 @@
-"""What a command's inputs name: one resolver, so every command spells them alike (issue 30).
+"""What a command's inputs name: one resolver, so every command spells them alike.
 
 An input that holds a map (``show``, ``query``, ``select``, ``diff``, ``merge``,
 ``validate``, ``size``) may be:

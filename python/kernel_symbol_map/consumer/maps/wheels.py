@@ -1,4 +1,4 @@
-"""Reading a wheel's members, each bounded by its header before it is inflated (issue 26).
+"""Reading a wheel's members, each bounded by its header before it is inflated.
 
 Real wheels fit: vLLM's (336 MB) has a few thousand members, its largest
 library a few hundred MB inflated; cuBLASLt's .so is 515 MB; shared libraries

@@ -185,7 +185,7 @@ def select(
 
     Without ``base`` (source mode), ``maps`` are of the recordings' commit and a
     changed file reaches the kernels of the objects compiled from it. With
-    ``base`` (output mode, issue 27), ``maps`` are of the change's own build and
+    ``base`` (output mode), ``maps`` are of the change's own build and
     ``base`` of the recordings' commit: files that objects compile are decided by
     what the two builds emitted (:mod:`.emitted`), the others as in source mode.
     """
@@ -562,7 +562,7 @@ def _combine(path: str, reaches: Sequence[Reach]) -> Reach:
 
 def _whole_targets(kmaps: Sequence[KernelMap], targets: set[str]) -> frozenset[str]:
     """Every kernel of ``targets`` (those a changed file is compiled into, or whose host code changed), and
-    of every target linked to those, either way (host code in .cu files, issue 11's limit).
+    of every target linked to those, either way (host code in .cu files: the map cannot tell which kernels it launches).
 
     A launcher in target Y may start a kernel of a library X that Y links, and
     a host function of X may be called from Y: so the widening follows the

@@ -1,4 +1,4 @@
-"""``size``'s inputs, measured: maps, wheels and binaries as :mod:`.sizereport` pieces (issue 21, 30).
+"""``size``'s inputs, measured: maps, wheels and binaries as :mod:`.sizereport` pieces.
 
 Each input is named as every command names one (:func:`.inputs.resolve`), plus
 binaries, which the caller's ``read_binary`` measures (the readers are not the

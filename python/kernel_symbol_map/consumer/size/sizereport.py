@@ -1,4 +1,4 @@
-"""Bytes, attributed: size records joined with a map's objects, summed, compared (issue 21).
+"""Bytes, attributed: size records joined with a map's objects, summed, compared.
 
 A *record* is one device image's sizes in the map's form (an object's
 ``sizes[arch]``, or what ``readers.sizes.Image.record`` gives for a library):

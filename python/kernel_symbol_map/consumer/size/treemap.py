@@ -1,4 +1,4 @@
-"""A size report as a picture: a squarified treemap, target -> source -> kernel, in SVG or HTML (issues 21, 30).
+"""A size report as a picture: a squarified treemap, target -> source -> kernel, in SVG or HTML.
 
 Both files are self-contained: nothing to fetch (no script or style sheet
 file, font or image), so they open from disk in any browser, with no server

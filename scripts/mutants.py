@@ -2104,6 +2104,9 @@ MUTANTS = [
     Mutant("43.M21", "a recording that launched only mapped kernels is taken as launching unknown ones, and the "
            "reverse", "consumer/select/runtimesources.py", "if not known.issuperset(r.kernels)]",
            "if known.issuperset(r.kernels)]", ("tests/test_jit.py",)),
+    Mutant("44.L1", "a query that matches nothing exits 0", "cli/query.py",
+           "    return EXIT_INPUT if unmatched or not kmap.has_evidence else EXIT_OK",
+           "    return EXIT_INPUT if not kmap.has_evidence else EXIT_OK", ("tests/test_exit_codes.py",)),
 ]
 
 

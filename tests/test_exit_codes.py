@@ -238,6 +238,7 @@ def test_show(built: tuple[Build, Path], tmp_path: Path, ksm: Run) -> None:
 def test_query(built: tuple[Build, Path], tmp_path: Path, ksm: Run) -> None:
     _, map_file = built
     assert ksm("query", str(map_file), GEMM, "--source-root", str(tmp_path))[0] == EXIT_OK
+    assert ksm("query", str(map_file), GEMM, "no_such_kernel", "--source-root", str(tmp_path))[0] == EXIT_INPUT
     empty = no_evidence(map_file, tmp_path / "empty.json.gz")
     assert ksm("query", str(empty), GEMM, "--source-root", str(tmp_path))[0] == EXIT_INPUT
     assert ksm("query", str(tmp_path / "missing.json.gz"), GEMM)[0] == EXIT_INPUT

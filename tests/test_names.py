@@ -172,8 +172,9 @@ def test_query_reads_regexes_and_keeps_exact_names_first(cub_map: Path, cub_kern
     assert len(json.loads(out)["answers"]) == 3
     _, out, _ = _query(capsys, str(cub_map), "unrelated_kernel", "--json")  # a family's last part: exact
     assert [a["symbol"] for a in json.loads(out)["answers"]] == [_unrelated(cub_kernels)]
-    code, out, err = _query(capsys, str(cub_map), "foo(")  # no regex, no such substring: the usual tip
-    assert code == 0 and "Traceback" not in err and "TIP foo(: neither a file of the map nor a kernel" in err
+    code, out, err = _query(capsys, str(cub_map), "foo(")  # no regex, no such substring: an error, and a tip
+    assert code == 1 and "Traceback" not in err and "ERROR foo(: neither a file of the map nor a kernel" in err
+    assert "TIP " in err
 
 
 def test_query_of_a_file_prints_readable_kernels_once_each(cub_map: Path, cub_kernels: list[str],
@@ -188,9 +189,9 @@ def test_query_of_a_file_prints_readable_kernels_once_each(cub_map: Path, cub_ke
 
 def test_a_path_that_is_not_in_the_map_is_never_a_pattern(cub_map: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``reduce.cu`` as a regex would match ``reduce_cu``-like names; spelled as a file it is a file."""
-    _, out, err = _query(capsys, str(cub_map), "reduce.cu", "--json")
+    code, out, err = _query(capsys, str(cub_map), "reduce.cu", "--json")
     (answer,) = json.loads(out)["answers"]
-    assert answer["status"] == "not-in-map" and "neither a file of the map" in err
+    assert answer["status"] == "not-in-map" and "neither a file of the map" in err and code == 1
 
 
 def test_select_explains_with_readable_names(cub_map: Path, cub_kernels: list[str], tmp_path: Path,

@@ -207,8 +207,12 @@ def test_query_takes_a_demangled_name_or_suggests(built: tuple[Build, Path]) -> 
     exact = json.loads(ksm("query", str(map_file), "kernels::scale_kernel<float>", "--json").stdout)["answers"]
     assert [a["symbol"] for a in exact] == [SCALE_F]
     typo = ksm("query", str(map_file), "scale_kernal")
-    assert "TIP scale_kernal: neither a file of the map nor a kernel" in typo.stderr
-    assert "closest: scale_kernel" in typo.stderr
+    assert typo.returncode == 1 and "ERROR scale_kernal: neither a file of the map nor a kernel" in typo.stderr
+    assert "TIP did you mean scale_kernel" in typo.stderr
+    source = next(o["source"] for o in json.loads(gzip.decompress(map_file.read_bytes()))["objects"] if o["symbols"])
+    elsewhere = ksm("query", str(map_file), "somewhere/else/" + source.rsplit("/", 1)[-1])
+    assert elsewhere.returncode == 1 and source in elsewhere.stderr.splitlines()[-1], elsewhere.stderr
+    assert ksm("query", str(map_file), source).returncode == 0
 
 
 def test_diff_names_the_sources_of_added_and_removed_kernels(built: tuple[Build, Path], tmp_path: Path) -> None:

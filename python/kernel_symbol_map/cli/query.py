@@ -26,8 +26,9 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "(mangled, as CUPTI reports it, or demangled: 'ns::scale_kernel<float>', 'scale_kernel'): the "
         "sources, targets and objects that define it. A kernel item that names none exactly is a pattern: "
         "every kernel whose demangled name contains it, or that it matches as a regex (so a functor finds "
-        "the library kernels instantiated with it). An item that matches nothing gets the closest names. "
-        "Kernels print as short demangled names (--mangled: in full). Exit 1 when the map holds no evidence.",
+        "the library kernels instantiated with it). An item that matches nothing is an error, with the "
+        "closest names. Kernels print as short demangled names (--mangled: in full). Exit 1 when the map "
+        "holds no evidence or an item matches nothing.",
         epilog="examples:\n  kernel-symbol-map query dist/my_pkg-1.0.whl csrc/attention/attn.cu\n"
         "  kernel-symbol-map query build/kernel_symbol_map.json.gz scale_kernel --demangle\n"
         "  kernel-symbol-map query build/kernel_symbol_map.json.gz process_cube_op 'DeviceReduce.*Kernel'",
@@ -59,13 +60,22 @@ def _kernel_answer(kmap: Any, symbol: str, asked: str) -> dict[str, Any]:
 
 
 def _closest(kmap: Any, item: str) -> list[str]:
-    """What a person may have meant: kernel families and the map's paths that look like ``item``."""
+    """What a person may have meant, at most five: the kernel families and project paths that hold ``item``
+    (shortest first), then those spelled like it, a path by its file name too (``activation.cu`` from
+    another folder finds ``csrc/activation_kernels.cu``)."""
     from ..consumer.maps.names import family, full
 
     names = {family(full(s)) for s in kmap.symbols}
     names |= {n.rsplit("::", 1)[-1] for n in names}
     paths = {p for o in kmap.objects for p in (o["source"], *o["deps"]) if not p.startswith("/")}
-    return difflib.get_close_matches(item, sorted(names | paths), n=5, cutoff=0.6)
+    want = item.rstrip("/").rsplit("/", 1)[-1].lower()
+    holding = sorted((c for c in names | paths if want and want in c.lower()), key=lambda c: (len(c), c))
+    by_file: dict[str, list[str]] = {}
+    for path in sorted(paths):
+        by_file.setdefault(path.rsplit("/", 1)[-1].lower(), []).append(path)
+    spelled = difflib.get_close_matches(item, sorted(names | paths), n=5, cutoff=0.6)
+    same_file = [p for f in difflib.get_close_matches(want, sorted(by_file), n=5, cutoff=0.6) for p in by_file[f]]
+    return list(dict.fromkeys([*holding[:5], *spelled, *same_file]))[:5]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,9 +112,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print(answers, args.demangle, args.mangled)
     for a in unmatched if kmap.has_evidence else []:
-        tip(f"{a['path']}: neither a file of the map nor a kernel it defines (kernels: mangled, demangled "
-            f"as 'ns::name<T>' or 'name', or a part of a demangled name); closest: {', '.join(a['closest']) or 'none'}")
-    return EXIT_INPUT if not kmap.has_evidence else EXIT_OK
+        error(f"{a['path']}: neither a file of the map nor a kernel it defines")
+        if a["closest"]:
+            tip(f"did you mean {', '.join(a['closest'])}?")
+        else:
+            tip("a kernel is named mangled, demangled as 'ns::name<T>' or 'name', or by a part of its demangled "
+                "name; a file by its path from the current folder or the source root")
+    return EXIT_INPUT if unmatched or not kmap.has_evidence else EXIT_OK
 
 
 def _kernels_meant(kmap: Any, item: str) -> list[str]:

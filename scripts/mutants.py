@@ -2107,6 +2107,16 @@ MUTANTS = [
     Mutant("44.L1", "a query that matches nothing exits 0", "cli/query.py",
            "    return EXIT_INPUT if unmatched or not kmap.has_evidence else EXIT_OK",
            "    return EXIT_INPUT if not kmap.has_evidence else EXIT_OK", ("tests/test_exit_codes.py",)),
+    Mutant("44.L2", "a pytest run that failed to collect a file writes no run line", "recorder/pytest_plugin.py",
+           "        broken = self.collection_errors or int(exitstatus) in RUN_ENDED or not records",
+           "        broken = int(exitstatus) in RUN_ENDED or not records", ("tests/test_plugin_records.py",)),
+    Mutant("44.L3", "select --strict passes a doubtful recording", "cli/select.py",
+           " or bool(unreadable) or bool(doubts)", " or bool(unreadable)", ("tests/test_plugin_records.py",)),
+    Mutant("44.L4", "a run's collection errors are not doubted", "consumer/select/recordings.py",
+           "        if errors:\n", "        if False:\n", ("tests/test_recordings_honesty.py",)),
+    Mutant("44.L5", "a recording of no test is not doubted", "consumer/select/recordings.py",
+           "    if not records:\n        found.append", "    if False:\n        found.append",
+           ("tests/test_recordings_honesty.py",)),
 ]
 
 

@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
+from kernel_symbol_map import mapformat
 from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
-from kernel_symbol_map.consumer.select.recordings import read
+from kernel_symbol_map.consumer.select.recordings import read, read_each
 from kernel_symbol_map.consumer.select.selection import select
 
 COMMIT = "a" * 40
@@ -175,8 +176,54 @@ def _recorded(pytester: pytest.Pytester, *args: str, conftest: str = CONFTEST
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kernel-record", str(out),
                                            "--kernel-record-commit", COMMIT, *args)
     path = out / "pytest.jsonl"
-    records = {r["test"]: r for r in map(json.loads, path.read_text().splitlines())}
+    records = {r["test"]: r for r in map(json.loads, path.read_text().splitlines()) if "run" not in r}
     return _never_skipped_when_incomplete(path, records), result
+
+
+def _run_line(pytester: pytest.Pytester) -> dict[str, int] | None:
+    """The recording's ``"run"`` line, written only for a run that did not collect or get through its tests."""
+    first = json.loads((pytester.path / "rec" / "pytest.jsonl").read_text().splitlines()[0])
+    return first.get("run")
+
+
+FINE = '''
+def test_fine(launch):
+    launch("_Z4finev")
+'''
+
+
+@pytest.mark.parametrize("keep_going", [False, True])
+def test_a_run_that_failed_to_collect_says_so_and_select_warns(pytester: pytest.Pytester, keep_going: bool,
+                                                               tmp_path: Path) -> None:
+    """A file that fails to collect leaves its tests without records: the recording says so in a "run" line,
+    select warns (and fails with --strict), and the plugin's summary line is a line of its own."""
+    pytester.makepyfile(test_fine=FINE, test_broken="def test_x(:\n    pass\n")
+    records, result = _recorded(pytester, *(["--continue-on-collection-errors"] if keep_going else []))
+    run = _run_line(pytester)
+    assert run is not None and run["collection_errors"] == 1, run
+    assert run["exit_status"] == (1 if keep_going else 2)
+    assert any(line.startswith("kernel_symbol_map: recorded ") and "1 file failed to collect" in line
+               for line in result.outlines), result.outlines
+    path = pytester.path / "rec" / "pytest.jsonl"
+    recordings, unreadable, doubts = read_each([path])
+    assert not unreadable and any("1 file of its pytest run failed to collect" in d for d in doubts), doubts
+    assert records["test_fine.py::test_fine"]["complete"] == keep_going  # collected, run only with keep-going
+    doc_map = tmp_path / "m.json.gz"
+    mapformat.write(_map(list(KERNELS)).document, doc_map)
+    argv = ["select", "--map", str(doc_map), "--recordings", str(path), "--changed", "csrc/y.cu"]
+    quiet = subprocess.run([sys.executable, "-m", "kernel_symbol_map", *argv], capture_output=True, text=True)
+    assert quiet.returncode == 0 and "WARNING" in quiet.stderr and "recording-doubtful" in quiet.stderr
+    strict = subprocess.run([sys.executable, "-m", "kernel_symbol_map", *argv, "--strict"], capture_output=True,
+                            text=True)
+    assert strict.returncode == 1, strict.stderr
+
+
+def test_a_run_that_went_through_writes_no_run_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_fine=FINE)
+    records, result = _recorded(pytester)
+    assert _run_line(pytester) is None and list(records) == ["test_fine.py::test_fine"]
+    summary = [line for line in result.outlines if "kernel_symbol_map: recorded" in line]
+    assert summary == [f"kernel_symbol_map: recorded 1 test into {pytester.path / 'rec' / 'pytest.jsonl'}"]
 
 
 def _never_skipped_when_incomplete(path: Path, records: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

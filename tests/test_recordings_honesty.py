@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernel_symbol_map.consumer.maps.kernelmap import KernelMap
-from kernel_symbol_map.consumer.select.recordings import Recording, read
+from kernel_symbol_map.consumer.select.recordings import Recording, read, read_each
 from kernel_symbol_map.consumer.select.selection import select
 from kernel_symbol_map.errors import RecordingError
 
@@ -86,3 +86,30 @@ def test_one_tests_records_from_two_commits_are_not_evidence(tmp_path: Path) -> 
     assert not merged.complete and merged.commit == "" and merged.why_incomplete == (
         f"recorded at several commits ({COMMIT}, {other})")
     assert _runs([merged], "t::x")
+
+
+RECORD = {"test": "t::x", "kernels": ["_Z1av"], "complete": True, "commit": COMMIT}
+
+
+@pytest.mark.parametrize(("lines", "says"), [
+    ([], "no test's record"),
+    ([{"run": {"exit_status": 2, "tests_collected": 3, "collection_errors": 1}}, RECORD],
+     "1 file of its pytest run failed to collect"),
+    ([{"run": {"exit_status": 2, "tests_collected": 3, "collection_errors": 0}}, RECORD], "was interrupted"),
+    ([{"run": {"exit_status": 5, "tests_collected": 0, "collection_errors": 0}}], "collected no tests"),
+    ([{"run": {"exit_status": 1, "tests_collected": 1, "collection_errors": 0}}, RECORD], None),
+    ([RECORD], None),
+])
+def test_a_recording_that_doubts_its_run_says_so_and_keeps_its_records(tmp_path: Path, lines: list[dict[str, object]],
+                                                                      says: str | None) -> None:
+    path = _jsonl(tmp_path / "r.jsonl", *lines)
+    recordings, unreadable, doubts = read_each([path])
+    assert not unreadable and [r.test for r in recordings] == (["t::x"] if RECORD in lines else [])
+    assert any(says in d for d in doubts) if says is not None else doubts == [], doubts
+
+
+@pytest.mark.parametrize("run", [[], {"exit_status": "2"}, {"exit_status": -1}, {"collection_errors": 1.5}])
+def test_a_malformed_run_line_makes_the_file_unreadable(tmp_path: Path, run: object) -> None:
+    path = _jsonl(tmp_path / "r.jsonl", {"run": run}, RECORD)
+    recordings, unreadable, _ = read_each([path])
+    assert not recordings and len(unreadable) == 1 and '"run" must hold' in unreadable[0].why

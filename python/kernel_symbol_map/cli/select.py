@@ -89,7 +89,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "compiled, are without it")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when evidence could not be used: no-map, map-unreadable, map-incomplete, "
-                   "map-subset, commit-mismatch, map-commit-missing, recording-unreadable")
+                   "map-subset, commit-mismatch, map-commit-missing, recording-unreadable, and recording-doubtful (a "
+                   "recording of no test, or of a pytest run that failed to collect or did not get through)")
     p.add_argument("--json", action="store_true", help=f"machine-readable output for CI ({JSON_SCHEMA})")
     p.set_defaults(run=run)
 
@@ -152,9 +153,11 @@ def run(args: argparse.Namespace) -> int:
     paths = expand(args.recordings)
     for folder in (p for p in args.recordings if p.is_dir() and not any(q.parent == p for q in paths)):
         warning(f"{folder}: a folder with no recordings (*.jsonl, *.txt, *.sqlite)")
-    recordings, unreadable = read_each(paths, args.recordings_commit)
+    recordings, unreadable, doubts = read_each(paths, args.recordings_commit)
     for u in unreadable:
         warning(f"{u.why}; {'its tests run' if u.tests else 'every test runs'} (recording-unreadable)")
+    for doubt in doubts:  # its records still count for their tests; a test with none is in no decision
+        warning(f"{doubt} (recording-doubtful{': --strict fails' if args.strict else ''})")
     source_root = args.source_root or default_source_root(args.diff is not None)
     kmaps, bad_map = _load_maps(args.map)
     base_maps, bad_base = _load_maps(args.base_map, "--base-map") if args.base_map else (None, None)
@@ -190,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         selection = select(kmaps, recordings, changed, options=options, unreadable=unreadable, base=base_maps)
     del recordings, kmaps, base_maps  # the output needs none of them: their memory is free for its text
     _print(selection, args.json)
-    evidence_failed = selection.fallback in EVIDENCE_FALLBACKS or bool(unreadable)
+    evidence_failed = selection.fallback in EVIDENCE_FALLBACKS or bool(unreadable) or bool(doubts)
     return EXIT_INPUT if args.strict and evidence_failed else EXIT_OK
 
 

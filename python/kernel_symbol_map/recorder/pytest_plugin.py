@@ -63,6 +63,9 @@ from . import environment, native, parts, timeline
 from .outcomes import Outcomes
 from .pycoverage import ROOT_VARIABLE
 
+# pytest's exit statuses of a run that did not get through its tests (select reads them by these numbers)
+RUN_ENDED = (2, 3, 4, 5)  # interrupted, internal error, usage error, no tests collected
+
 RESULT_NAME = "pytest"
 PARTS_VARIABLE = "KERNEL_SYMBOL_MAP_PYTEST_PARTS"  # an xdist controller's parts folder, for its workers
 TESTS_LOG = "tests.log"  # in the parts folder: every worker's test begins and ends (see .timeline)
@@ -167,6 +170,8 @@ class KernelRecorder:
         self.recorder: Any = None
         self.log: Path | None = None
         self.loader: str | None = None  # LD_AUDIT as it was before the recording
+        self.collection_errors = 0  # files or packages that failed to collect (an xdist controller hears its workers')
+        self.summary: str | None = None  # the line the terminal summary prints: what was recorded, where
         if role == "worker":
             self.parts = Path(os.environ[PARTS_VARIABLE])
         else:
@@ -226,6 +231,10 @@ class KernelRecorder:
         return next((why for why in (o.verdict(test) for o in runs) if why), "")
 
     # -- attribution, in the processes that run tests --------------------------------------------
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collection_errors += 1
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, None, None]:
@@ -325,14 +334,23 @@ class KernelRecorder:
                 record["complete"] = False
                 record["reason"] = "; ".join(filter(None, [why, record["reason"]]))
         out = self.out / f"{self.name}.jsonl"
-        parts.write_jsonl(out, records)
+        # A run that did not collect or get through its tests says so in a first line, and select warns of it
+        run = {"exit_status": int(exitstatus), "tests_collected": session.testscollected,
+               "collection_errors": self.collection_errors}
+        broken = self.collection_errors or int(exitstatus) in RUN_ENDED or not records
+        parts.write_jsonl(out, [{"run": run}, *records] if broken else records)
         shutil.rmtree(self.parts, ignore_errors=True)
         incomplete = [r for r in records if not r["complete"]]
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            why = f"; {len(incomplete)} incomplete, e.g. {incomplete[0]['test']}: {incomplete[0]['reason']}" \
-                if incomplete else ""
-            reporter.write_line(f"kernel_symbol_map: recorded {len(records)} tests into {out}{why}")
+        why = f"; {len(incomplete)} incomplete, e.g. {incomplete[0]['test']}: {incomplete[0]['reason']}" \
+            if incomplete else ""
+        if self.collection_errors:
+            why += f"; {plural(self.collection_errors, 'file')} failed to collect: their tests have no records"
+        self.summary = f"kernel_symbol_map: recorded {plural(len(records), 'test')} into {out}{why}"
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """The recording's line, among pytest's summary lines: never after a progress line's dots."""
+        if self.summary is not None:
+            terminalreporter.write_line(self.summary)
 
 
 def _worker(report: pytest.TestReport) -> str:

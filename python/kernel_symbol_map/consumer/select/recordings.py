@@ -39,6 +39,7 @@ from typing import Any
 import regex
 
 from ..._unitnames import host_function
+from ..._words import plural
 from ...errors import RecordingError
 from ...mapformat import plainjson, pyblocks
 
@@ -110,18 +111,46 @@ def read(paths: Iterable[Path], commit: str = "") -> list[Recording]:
         return merge([r for path in paths for r in _read_one(path, commit, names)])
 
 
-def read_each(paths: Iterable[Path], commit: str = "") -> tuple[list[Recording], list[Unreadable]]:
-    """Like :func:`read`, but an unreadable file is set aside with the tests it names, not raised."""
+def read_each(paths: Iterable[Path], commit: str = "") -> tuple[list[Recording], list[Unreadable], list[str]]:
+    """Like :func:`read`, but an unreadable file is set aside with the tests it names, not raised; and what
+    a readable file says against the run that wrote it (:func:`doubts`), a line each."""
     found: list[Recording] = []
     bad: list[Unreadable] = []
+    said: list[str] = []
     names = _Names()
     with plainjson.bulk():
         for path in paths:
+            runs: list[dict[str, int]] = []
             try:
-                found += _read_one(path, commit, names)
+                read_here = _read_one(path, commit, names, runs)
             except RecordingError as e:
                 bad.append(Unreadable(path, str(e), _tests_named(path)))
-        return merge(found), bad
+                continue
+            found += read_here
+            said += doubts(path, len(read_here), runs)
+        return merge(found), bad, said
+
+
+# pytest's exit statuses that say its run did not get through its tests: the records hold what ran, no more
+RUN_ENDED = {2: "was interrupted", 3: "stopped on an internal error", 4: "was given a wrong command line",
+             5: "collected no tests"}
+
+
+def doubts(path: Path, records: int, runs: list[dict[str, int]]) -> list[str]:
+    """What a recording says against itself: no test's record at all, or a run (its ``"run"`` line, written
+    by the pytest plugin) that did not collect or run every test. Its records are still evidence for their
+    own tests; a test that was never collected has no record, and no recording can skip it."""
+    found = []
+    for run in runs:
+        status, errors = run.get("exit_status", 0), run.get("collection_errors", 0)
+        if errors:
+            found.append(f"{path}: {plural(errors, 'file')} of its pytest run failed to collect: their tests have "
+                         "no records")
+        if status in RUN_ENDED:
+            found.append(f"{path}: its pytest run {RUN_ENDED[status]} (exit status {status})")
+    if not records:
+        found.append(f"{path}: no test's record")
+    return found
 
 
 def _is_name(text: str) -> bool:
@@ -138,9 +167,11 @@ class _Names:
     interned: plainjson.Interned = field(default_factory=lambda: plainjson.Interned(_is_name))
 
 
-def _read_one(path: Path, commit: str, names: _Names | None = None) -> list[Recording]:
+def _read_one(path: Path, commit: str, names: _Names | None = None,
+              runs: list[dict[str, int]] | None = None) -> list[Recording]:
+    """The records of ``path``; ``runs`` gets each ``"run"`` line a JSON Lines file holds."""
     if path.suffix == ".jsonl":
-        return _jsonl(path, commit, names or _Names())
+        return _jsonl(path, commit, names or _Names(), [] if runs is None else runs)
     if path.suffix in (".sqlite", ".db"):
         return _nsys(path, commit)
     return [_text(path, commit)]
@@ -307,7 +338,7 @@ def _count(digits: str, where: Callable[[int], str], at: int) -> int:
     return int(digits)
 
 
-def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
+def _jsonl(path: Path, default_commit: str, names: _Names, runs: list[dict[str, int]]) -> list[Recording]:
     found = []
     commits: dict[str, str] = {}  # each commit checked once, one str for every record of it
     shared: dict[str, str] = {}  # one str per distinct Python file and block digest: records repeat them
@@ -324,6 +355,9 @@ def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
             raise RecordingError(f"{where}: JSON nested too deep to be a record") from None
         except ValueError as e:
             raise RecordingError(f"{where}: not JSON ({getattr(e, 'msg', e)})") from None
+        if type(record) is dict and "run" in record and "test" not in record:
+            runs.append(_run(record["run"], where))
+            continue
         if not isinstance(record, dict) or not isinstance(record.get("test"), str) or not _clean(record["test"]):
             raise RecordingError(f"{where}: a record needs a \"test\" name (a string with no NUL or lone surrogate)")
         if kernels is None:  # as json.loads made them: checked here (split ones were, each once, when first met)
@@ -353,6 +387,16 @@ def _jsonl(path: Path, default_commit: str, names: _Names) -> list[Recording]:
                                rootdir, _libraries(record, where, loaded), _jit_kernels(record, where),
                                _jit_sources(record, where), _host_functions(record, where, ran)))
     return found
+
+
+RUN_COUNTS = ("exit_status", "tests_collected", "collection_errors")
+
+
+def _run(run: Any, where: str) -> dict[str, int]:
+    """A ``"run"`` line's summary of the pytest run that wrote the file: its counts, each a whole number."""
+    if not isinstance(run, dict) or not all(type(run.get(k, 0)) is int and run.get(k, 0) >= 0 for k in RUN_COUNTS):
+        raise RecordingError(f"{where}: \"run\" must hold {', '.join(RUN_COUNTS)} as whole numbers")
+    return {k: run[k] for k in RUN_COUNTS if k in run}
 
 
 def _host_functions(record: dict[str, Any], where: str, seen: dict[str, frozenset[str]]

@@ -120,7 +120,7 @@ def _consume_recording(path: Path) -> None:
     from kernel_symbol_map.consumer.select.recordings import read_each
     from kernel_symbol_map.consumer.select.selection import select
 
-    recordings, unreadable = read_each([path], "c" * 40)
+    recordings, unreadable, _doubts = read_each([path], "c" * 40)
     doc = {"version": 1, "commit": "c" * 40, "cuda": "", "generated_at": "", "build_dirs": [], "incomplete": False,
            "errors": [], "stats": {}, "objects": [{"source": "csrc/a.cu", "target": "t", "object": "a.o",
                                                   "device": True, "symbols": ["_Z1kv"], "deps": ["csrc/a.cu"]}]}

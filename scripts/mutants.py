@@ -555,8 +555,8 @@ MUTANTS = [
            '    if any(d.get("tracked_files_unknown") for d in documents):\n', "    if False:\n",
            ("tests/test_generators.py::test_merge_keeps_what_any_input_says_the_map_cannot_clear",)),
     Mutant("26.G12", "merge keeps configure inputs from its first input only", "mapformat/document.py",
-           '    for key in ("configure_inputs", "third_party", "excluded_targets"):',
-           '    for key in ("third_party", "excluded_targets"):',
+           '    for key in ("configure_inputs", "third_party", "excluded_targets", "dirty"):',
+           '    for key in ("third_party", "excluded_targets", "dirty"):',
            ("tests/test_generators.py::test_merge_keeps_what_any_input_says_the_map_cannot_clear",)),
     Mutant("26.G13", "generated files spelled through the configured build folder are not the rules'",
            "buildtree/model.py", 'configured = tuple(d for d in [cache.get("CMAKE_CACHEFILE_DIR", "")] if d)',
@@ -2117,6 +2117,11 @@ MUTANTS = [
     Mutant("44.L5", "a recording of no test is not doubted", "consumer/select/recordings.py",
            "    if not records:\n        found.append", "    if False:\n        found.append",
            ("tests/test_recordings_honesty.py",)),
+    Mutant("44.L6", "a map built from edited sources is evidence for its commit", "consumer/select/selection.py",
+           '    dirty = next((m for m in kmaps if m.document.get("dirty")), None)', "    dirty = None",
+           ("tests/test_generators.py",)),
+    Mutant("44.L7", "a map built from edited sources does not say so", "producer/extract.py",
+           "    return sorted(changed & mapped)", "    return []", ("tests/test_generators.py",)),
 ]
 
 

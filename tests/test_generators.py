@@ -302,3 +302,33 @@ def test_a_link_in_the_build_folder_to_a_file_outside_the_project_is_the_configu
     assert known.written_by_configure(f"{build}/config.h")
     assert not known.written_by_configure(f"{outside}/config.h")  # the file itself, read from outside
     assert not known.written_by_configure(f"{build}/tracked.h")
+
+
+def test_a_map_built_from_edited_sources_says_which_and_clears_no_test(built: Built, tmp_path: Path) -> None:
+    """A tree whose mapped files are not its commit's (edited, not committed) gives a map that names them;
+    show says DIRTY, and select takes it as evidence for no commit (map-dirty, exit 1 with --strict)."""
+    assert "dirty" not in built.document  # built from its commit's files
+    source, other = built.src / "csrc" / "plain.cu", built.src / "README.dirty.txt"
+    saved, text = source.stat(), source.read_text()
+    try:
+        source.write_text(text + "// edited, not committed\n")
+        os.utime(source, ns=(saved.st_atime_ns, saved.st_mtime_ns))  # as built: the object is not stale
+        other.write_text("not mapped\n")
+        subprocess.run([*GIT, "-C", str(built.src), "add", "-N", other.name], check=True)
+        out = tmp_path / "dirty.json.gz"
+        proc = ksm("build", "--build-dir", str(built.build), "--out", str(out), "--no-cache", "--commit", built.commit)
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(gzip.decompress(out.read_bytes()))
+        assert doc["dirty"] == ["csrc/plain.cu"] and not doc["incomplete"]
+        shown = ksm("show", str(out))
+        assert "DIRTY: built from a tree where 1 mapped file differs" in shown.stdout, shown.stdout
+        args = ["select", "--map", str(out), "--recordings", str(built.recordings), "--json", "--changed",
+                "csrc/tiles.h"]
+        result = json.loads(ksm(*args, cwd=built.src).stdout)
+        assert result["fallback"] == "map-dirty" and not result["skip"] and "csrc/plain.cu" in result["fallback_why"]
+        assert ksm(*args, "--strict", cwd=built.src).returncode == 1
+    finally:
+        source.write_text(text)
+        os.utime(source, ns=(saved.st_atime_ns, saved.st_mtime_ns))
+        subprocess.run([*GIT, "-C", str(built.src), "rm", "-q", "--cached", "-f", other.name], check=False)
+        other.unlink(missing_ok=True)

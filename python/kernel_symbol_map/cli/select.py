@@ -89,7 +89,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "compiled, are without it")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when evidence could not be used: no-map, map-unreadable, map-incomplete, "
-                   "map-subset, commit-mismatch, map-commit-missing, recording-unreadable, and recording-doubtful (a "
+                   "map-subset, commit-mismatch, map-commit-missing, map-dirty, recording-unreadable, and "
+                   "recording-doubtful (a "
                    "recording of no test, or of a pytest run that failed to collect or did not get through)")
     p.add_argument("--json", action="store_true", help=f"machine-readable output for CI ({JSON_SCHEMA})")
     p.set_defaults(run=run)

@@ -69,6 +69,7 @@ def summary(doc: dict[str, Any], headers: int) -> dict[str, Any]:
         "not_built": dict(Counter(e.get("target", "?") for e in doc["errors"] if str(e.get("error", "")).startswith(
             "not built"))),
         "third_party": doc.get("third_party", []),
+        "dirty": doc.get("dirty", []),
         "unmapped_targets": [{"target": u.get("target"), "sources": len(u.get("sources", []))}
                              for u in doc.get("unmapped_targets", [])],
         "notes": doc.get("notes", []),
@@ -90,6 +91,11 @@ def run(args: argparse.Namespace) -> int:
           f" ({found['generator'] or '?'}, CMake {found['cmake_version'] or '?'})")
     print(f"  {plural(found['objects'], 'object')}, {plural(found['device_objects'], 'device object')}, "
           f"{plural(found['kernels'], 'kernel')}, {plural(found['errors'], 'error')}")
+    if found["dirty"]:
+        names = ", ".join(found["dirty"][:EXAMPLES]) + (" ..." if len(found["dirty"]) > EXAMPLES else "")
+        differ = "differs" if len(found["dirty"]) == 1 else "differ"
+        print(f"  DIRTY: built from a tree where {plural(len(found['dirty']), 'mapped file')} {differ} from commit "
+              f"{found['commit'] or '(none)'}: {names}; select clears no test with it")
     if found["third_party"]:
         print(f"  third-party (spelled $DEP/<name>/...): {', '.join(found['third_party'])}")
     for u in found["unmapped_targets"]:

@@ -86,7 +86,7 @@ def _union_fields(merged: dict[str, Any], documents: list[dict[str, Any]]) -> No
     input built where git could not list its files makes the merge unable to
     say what the configure wrote.
     """
-    for key in ("configure_inputs", "third_party", "excluded_targets"):
+    for key in ("configure_inputs", "third_party", "excluded_targets", "dirty"):
         values = sorted({v for d in documents for v in d.get(key, [])})
         if values:
             merged[key] = values

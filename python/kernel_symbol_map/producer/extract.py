@@ -39,7 +39,7 @@ from ..readers.hostdigest import host_digest
 from ..readers.hostfunctions import host_parts, instrumented
 from ..readers.sizes import BITCODE, Image, images, merged
 from .cache import ObjectCache
-from .generated import Known, tracked_files
+from .generated import Known, changed_since, tracked_files
 from .mirrors import Mirror, Mirrors
 
 DEVICE_LANGUAGES = ("CUDA", "HIP")
@@ -354,6 +354,11 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
         document["tracked_files_unknown"] = True
         notes.append("git cannot list the source root's files: which sources the configure wrote cannot be "
                      "known, so this map clears no test")
+    dirty = _dirty(root, document["commit"], objects)
+    if dirty:  # select uses no such map as evidence for its commit (map-dirty)
+        document["dirty"] = dirty
+        notes.append(f"the tree that was built is not commit {document['commit']}: {len(dirty)} of the mapped "
+                     f"files differ from it (e.g. {dirty[0]}), so this map clears no test recorded at it")
     if generated:
         notes.append(f"{generated} objects are compiled from files the configure wrote (untracked, made by no "
                      "build rule): their inputs are unknown, so every change reaches them")
@@ -416,6 +421,15 @@ def build_map(options: Options, log: Callable[[str], None] = lambda _m: None) ->
     inputs = [p for t in trees for p in t.inputs]
     deps = sorted({d for t in trees for o in t.objects for d in o.deps})
     return Extraction(document, inputs, deps)
+
+
+def _dirty(root: Path, commit: str, objects: list[dict[str, Any]]) -> list[str]:
+    """The map's sources and project deps whose content in the built tree is not ``commit``'s."""
+    changed = changed_since(root, commit) if objects else None
+    if not changed:
+        return []
+    mapped = {p for o in objects for p in (o["source"], *o["deps"]) if not p.startswith(("/", "$"))}
+    return sorted(changed & mapped)
 
 
 def _toolchain(trees: list[BuildTree]) -> dict[str, str]:

@@ -47,6 +47,21 @@ def tracked_files(source_root: Path) -> frozenset[str] | None:
     return frozenset(prefix + n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n)
 
 
+def changed_since(source_root: Path, commit: str) -> frozenset[str] | None:
+    """The tracked files under ``source_root`` whose working-tree content is not ``commit``'s (edited, staged
+    or not, or deleted), relative to ``source_root`` as a map spells them; None when git cannot say."""
+    if not commit:
+        return None
+    try:
+        proc = subprocess.run(["git", "-C", os.path.normpath(source_root), "diff", "--no-renames", "--name-only",
+                               "-z", "--relative", commit, "--"], capture_output=True, timeout=120, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    return frozenset(n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n)
+
+
 @dataclass(frozen=True)
 class Known:
     """What tells a file the configure wrote from one the project or the build rules own."""

@@ -38,6 +38,7 @@ from typing import Any
 import regex
 
 from ..._graph import reachable
+from ..._words import plural
 from ...errors import KernelSymbolMapError
 from ...mapformat import is_full_sha, plainjson
 from . import emitted, runtimesources
@@ -58,6 +59,7 @@ MAP_INCOMPLETE = "map-incomplete"
 MAP_SUBSET = "map-subset"
 COMMIT_MISMATCH = "commit-mismatch"
 MAP_COMMIT_MISSING = "map-commit-missing"
+MAP_DIRTY = "map-dirty"  # built from a tree that is not its commit's
 NO_CHANGES = "no-changes"
 FILE_NOT_IN_MAP = "file-not-in-map"
 HOST_FILE = "host-file"
@@ -75,7 +77,7 @@ _FILE_CODES = {"not-in-map": FILE_NOT_IN_MAP, "host": HOST_FILE, "unknown": UNKN
 # commit), as opposed to answers about the change (a host file, a file no map knows, no change at all).
 # --strict exits 1 on these.
 EVIDENCE_FALLBACKS = frozenset({NO_MAP, MAP_UNREADABLE, MAP_INCOMPLETE, MAP_SUBSET, COMMIT_MISMATCH, TRACKED_UNKNOWN,
-                                MAP_COMMIT_MISSING, RECORDING_UNREADABLE})
+                                MAP_COMMIT_MISSING, RECORDING_UNREADABLE, MAP_DIRTY})
 
 
 @dataclass(frozen=True, slots=True)  # one per test: no __dict__ each
@@ -279,6 +281,12 @@ def _without_evidence(kmaps: Sequence[KernelMap], recordings: Sequence[Recording
     if blind is not None:
         return TRACKED_UNKNOWN, (f"{blind.where or 'a map'} was built where git could not list the source root's "
                                  "files: the sources the configure wrote, reached by any change, are unknown")
+    dirty = next((m for m in kmaps if m.document.get("dirty")), None)
+    if dirty is not None:
+        files = dirty.document["dirty"]
+        return MAP_DIRTY, (f"{dirty.where or 'a map'} was built from a tree whose mapped files differ from its "
+                           f"commit {commit} ({plural(len(files), 'file')}, e.g. {files[0]}): it is no evidence "
+                           "for that commit")
     if recordings and all(r.commit != commit for r in recordings):
         seen = ", ".join(sorted({r.commit or "(unknown)" for r in recordings}))
         return COMMIT_MISMATCH, f"the map is of {commit}, every recording of {seen}"

@@ -27,7 +27,8 @@ EXIT_CODES = (
     (str(EXIT_INPUT), "an input (a file, map, folder or tool such as `--cuobjdump`) is not there, cannot be read "
      "or holds no evidence; or a check failed: `symbols --cross-check` differs, `size --max-mb` is exceeded, "
      "`validate` finds a problem, `query` names something the map does not hold, `evaluate` finds a miss, "
-     "`select --strict` fell back, `diff` of two projects' maps. `build` and `merge` write a map that says why and exit 0 instead, and `select` runs every test it "
+     "`select --strict` fell back, `diff` of two projects' maps. `build` and `merge` write a map that says "
+     "why and exit 0 instead, and `select` runs every test it "
      "cannot clear and exits 0, unless `--strict`"),
     (str(EXIT_USAGE), "usage: an unknown command, option or choice, a missing or malformed argument, options "
      "that do not go together; nothing was read"),

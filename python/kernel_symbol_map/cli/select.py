@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from ..consumer.select.selection import Selection
 
 JSON_SCHEMA = "kernel-symbol-map/selection/1"
-HOST_SCOPES = ("functions", "libraries", "kernels")  # consumer.select.hostscope.SCOPES, spelled here: parsing loads no consumer
+# consumer.select.hostscope.SCOPES, spelled here: parsing loads no consumer
+HOST_SCOPES = ("functions", "libraries", "kernels")
 # A mangled kernel name inside an explanation (an Itanium name; not ending in a sentence's full stop).
 MANGLED = re.compile(r"\b_Z[\w$.]*[\w$]")
 
@@ -90,8 +91,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when evidence could not be used: no-map, map-unreadable, map-incomplete, "
                    "map-subset, commit-mismatch, map-commit-missing, map-dirty, recording-unreadable, and "
-                   "recording-doubtful (a "
-                   "recording of no test, or of a pytest run that failed to collect or did not get through)")
+                   "recording-doubtful (a recording of no test, or of a pytest run that failed to collect or "
+                   "did not get through)")
     p.add_argument("--json", action="store_true", help=f"machine-readable output for CI ({JSON_SCHEMA})")
     p.set_defaults(run=run)
 

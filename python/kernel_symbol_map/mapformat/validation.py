@@ -221,7 +221,8 @@ MAP = _record(
      "notes": _list_of(TEXT), "config": STRING, "only_targets": STRINGS, "all_targets": STRINGS,
      "excluded_targets": STRINGS, "configure_inputs": STRINGS, "third_party": STRINGS,
      "target_links": _mapping_of(STRINGS), "artefacts": _mapping_of(STRINGS), "unmapped_targets": _list_of(UNMAPPED),
-     "tracked_files_unknown": BOOLEAN, "dirty": STRINGS, "digests": _one_of(1, 2, 3, 4, 5), "toolchain": _mapping_of(STRING)},
+     "tracked_files_unknown": BOOLEAN, "dirty": STRINGS, "digests": _one_of(1, 2, 3, 4, 5),
+     "toolchain": _mapping_of(STRING)},
 )
 
 

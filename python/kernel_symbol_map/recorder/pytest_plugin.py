@@ -93,7 +93,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     options = early_config.known_args_namespace
     if not getattr(options, "kernel_record", None) or getattr(options, "kernel_record_python", "on") != "on":
         return
-    if os.environ.get(environment.FOLDER_VARIABLE) or (_distributed_options(options) and not os.environ.get(PARTS_VARIABLE)):
+    if os.environ.get(environment.FOLDER_VARIABLE) or (_distributed_options(options)
+                                                       and not os.environ.get(PARTS_VARIABLE)):
         return  # under `record` (refused at configure), or an xdist controller (workers inherit its parts folder)
     from .pycoverage import PythonCoverage, project_root
 

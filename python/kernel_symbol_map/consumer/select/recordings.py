@@ -5,7 +5,9 @@ Three formats:
 * the vLLM CI CUPTI-injection recorder's per-process text files: one mangled
   name a line, ``# dropped=N`` and a ``# end records=R unique=U dropped=D``
   footer; the test is ``# test=NAME`` when present, else the file's stem;
-* JSON Lines, one record per test: ``{"test", "kernels", "complete", "commit"}``;
+* JSON Lines, one record per test: ``{"test", "kernels", "complete", "commit"}``; a pytest run that
+  failed to collect a file or did not get through its tests starts the file with a ``{"run": {...}}``
+  line (its exit status and counts: :func:`doubts`);
 * an Nsight Systems SQLite export: the kernel table's mangled names, joined to
   the NVTX ranges (named after tests) that enclose their launches.
 

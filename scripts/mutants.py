@@ -2122,6 +2122,14 @@ MUTANTS = [
            ("tests/test_generators.py",)),
     Mutant("44.L7", "a map built from edited sources does not say so", "producer/extract.py",
            "    return sorted(changed & mapped)", "    return []", ("tests/test_generators.py",)),
+    Mutant("44.D1", "doctor passes a scikit-build-core requirement that allows one older than 1.1", "cli/doctor.py",
+           "        older = [v for v in OLDER if req.specifier.contains(v, prereleases=True)]", "        older = []",
+           ("tests/test_doctor.py",)),
+    Mutant("44.D2", "doctor passes a dist/ git does not ignore", "cli/doctor.py",
+           "    if proc.returncode == 1:\n", "    if False:\n", ("tests/test_doctor.py",)),
+    Mutant("44.D3", "doctor takes any folder of PIP_FIND_LINKS as holding the wheel", "cli/doctor.py",
+           '              for w in Path(link).glob("kernel_symbol_map-*.whl")]', "              for w in [Path(link)]]",
+           ("tests/test_doctor.py",)),
 ]
 
 

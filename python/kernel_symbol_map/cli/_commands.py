@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("diffmaps", "kernels added, removed, moved or changed between two maps"),
     "validate": ("validate", f"check maps against the shipped JSON Schema ({SCHEMA_FILE})"),
     "size": ("size", "bytes of device code per source, target, kernel, family or architecture; a diff of two builds"),
+    "doctor": ("doctor", "in a project folder: whether a wheel build will emit a map, and each fix"),
     "demo": ("demo", "pip-wheel the bundled example and show the kernel symbol map inside its wheel"),
 }
 

@@ -21,6 +21,7 @@ import pytest
 from projects import Build
 
 from kernel_symbol_map.cli import COMMANDS, build_parser
+from kernel_symbol_map.consumer.maps.names import readable
 
 SCALE_F = "_ZN7kernels12scale_kernelIfEEvPT_PKS1_S1_i"
 SCALE_H = "_ZN7kernels12scale_kernelIdEEvPT_PKS1_S1_i"
@@ -220,11 +221,14 @@ def test_diff_names_the_sources_of_added_and_removed_kernels(built: tuple[Build,
     doc = json.loads(gzip.decompress(map_file.read_bytes()))
     for o in doc["objects"]:
         if o["source"] == "csrc/core/gemm.cu":
-            o["symbols"] = ["_Z9new_kernelv"]
+            o["symbols"] = ["_Z10new_kernelv"]
     new = tmp_path / "new.json.gz"
     new.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    lines = ksm("diff", str(map_file), str(new)).stdout.splitlines()
-    assert "+ _Z9new_kernelv (csrc/core/gemm.cu)" in lines and f"- {GEMM} (csrc/core/gemm.cu)" in lines
+    lines = ksm("diff", str(map_file), str(new)).stdout.splitlines()  # as people read them
+    assert "+ new_kernel (csrc/core/gemm.cu)" in lines, lines
+    assert f"- {readable(GEMM)} (csrc/core/gemm.cu)" in lines and readable(GEMM) != GEMM
+    lines = ksm("diff", str(map_file), str(new), "--mangled").stdout.splitlines()
+    assert "+ _Z10new_kernelv (csrc/core/gemm.cu)" in lines and f"- {GEMM} (csrc/core/gemm.cu)" in lines
 
 
 @pytest.mark.parametrize("command", ["show", "validate", "build", "merge"])

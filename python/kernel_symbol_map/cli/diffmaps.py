@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MapError
@@ -37,12 +38,14 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "diff", help=summary_of("diff"),
         description="Compare two maps (for example main's and a pull request's): the kernels only NEW has, "
         "those only OLD has, those whose sources changed, and those whose device code changed (by the maps' "
-        "digests), each with the sources that define it. Exit 1 when a map holds no evidence, or the two are "
+        "digests), each with the sources that define it. Kernels print as short demangled names (--mangled: in full). Exit 1 when a map holds no evidence, or the two are "
         "maps of different projects (no target or source in common).",
         allow_abbrev=False,
     )
     p.add_argument("old", metavar="OLD", help="map file, wheel, folder holding one, or installed package")
     p.add_argument("new", metavar="NEW", help="the same, for the newer build")
+    p.add_argument("--mangled", action="store_true",
+                   help="print kernels by their mangled names, in full (--json always has them)")
     p.add_argument("--json", action="store_true", help=f"machine-readable ({JSON_SCHEMA})")
     p.set_defaults(run=run)
 
@@ -100,6 +103,16 @@ def comparable(old: KernelMap, new: KernelMap) -> None:
                        f"{', '.join(sorted(targets[1])[:3])}); diff compares two builds of one project")
 
 
+def _names(symbols: list[str], mangled: bool) -> Callable[[str], str]:
+    """How a kernel is printed: its short demangled name, made distinct among those printed (names.labels),
+    or with ``mangled`` the name itself."""
+    if mangled:
+        return str
+    from ..consumer.maps.names import labels
+
+    return labels(symbols).__getitem__
+
+
 def run(args: argparse.Namespace) -> int:
     from ..consumer.maps.kernelmap import load
 
@@ -109,13 +122,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json(JSON_SCHEMA, result)
         return EXIT_OK
+    name = _names([k["symbol"] for key in ("added", "removed", "moved", "changed") for k in result[key]],
+                  args.mangled)
     for sign, key in (("+", "added"), ("-", "removed")):
         for k in result[key]:
-            print(f"{sign} {k['symbol']} ({', '.join(k['sources'])})")
+            print(f"{sign} {name(k['symbol'])} ({', '.join(k['sources'])})")
     for m in result["moved"]:
-        print(f"~ {m['symbol']}: {', '.join(m['from'])} -> {', '.join(m['to'])}")
+        print(f"~ {name(m['symbol'])}: {', '.join(m['from'])} -> {', '.join(m['to'])}")
     for c in result["changed"]:
-        print(f"* {c['symbol']} ({', '.join(c['sources'])}): device code {c['how']}")
+        print(f"* {name(c['symbol'])} ({', '.join(c['sources'])}): device code {c['how']}")
     if result["changed_unknown"]:
         print(f"changed kernels cannot be told: {result['changed_unknown']}")
     for h in result["host"]:

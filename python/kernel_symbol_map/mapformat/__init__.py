@@ -9,7 +9,8 @@ error?}]``, ``stats`` and ``reason``. Added fields (consumers ignore them):
 targets, and what the whole build has), ``excluded_targets`` (never built:
 EXCLUDE_FROM_ALL), ``target_links`` (target -> the targets it depends on),
 ``artefacts`` (target -> the libraries and executables its objects end up in),
-``configure_inputs`` (files the configure read: never clearable), and per
+``configure_inputs`` (files the configure read: never clearable), ``dirty``
+(mapped files that differed from ``commit`` in the tree that was built), and per
 object ``archs`` (and ``device_link`` on device-link objects, ``deps_from``
 where deps came another way than the compiler's depfile).
 

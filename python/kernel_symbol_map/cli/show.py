@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             if e["unity_sources"]:
                 kind += f" (unity of {', '.join(e['unity_sources'])})"
             top = f"; top headers: {', '.join(e['top_headers'])}" if e["top_headers"] else ""
-            print(f"  {e['source']}{kind}: {plural(e['kernels'], 'kernel')}, {plural(e['deps'], 'dep')}{top}")
+            print(f"  {e['source']}{kind}: {plural(e['kernels'], 'kernel')}, {plural(e['deps'], 'file')} read{top}")
     return EXIT_OK
 
 

@@ -7,6 +7,7 @@ import json
 import os
 from typing import Any
 
+
 def source_date_epoch() -> int | None:
     value = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     return int(value) if value.isdigit() else None

@@ -38,7 +38,8 @@ def populate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "diff", help=summary_of("diff"),
         description="Compare two maps (for example main's and a pull request's): the kernels only NEW has, "
         "those only OLD has, those whose sources changed, and those whose device code changed (by the maps' "
-        "digests), each with the sources that define it. Kernels print as short demangled names (--mangled: in full). Exit 1 when a map holds no evidence, or the two are "
+        "digests), each with the sources that define it. Kernels print as short demangled names (--mangled: in full). "
+        "Exit 1 when a map holds no evidence, or the two are "
         "maps of different projects (no target or source in common).",
         allow_abbrev=False,
     )

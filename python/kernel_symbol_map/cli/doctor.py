@@ -11,14 +11,16 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._commands import summary_of
 from ..errors import KernelSymbolMapError
+from ._commands import summary_of
 from ._output import EXIT_INPUT, EXIT_OK, plural, write_json
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 JSON_SCHEMA = "kernel-symbol-map/doctor/1"
 PACKAGE = "kernel-symbol-map"
@@ -53,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
     pyproject = project / "pyproject.toml"
     if not pyproject.is_file():
         raise KernelSymbolMapError(f"{project}: no pyproject.toml here; run doctor in the project's folder")
-    findings = check(project, _toml(pyproject), os.environ)
+    from ..consumer.maps import config
+
+    findings = check(project, config.read(pyproject), os.environ)
     problems = [f for f in findings if not f.ok]
     if args.json:
         write_json(JSON_SCHEMA, {"project": str(project), "ok": not problems,
@@ -70,9 +74,24 @@ def run(args: argparse.Namespace) -> int:
 def check(project: Path, pyproject: dict[str, Any], environ: os._Environ[str] | dict[str, str]) -> list[Finding]:
     """Every check, in the order a wheel build meets them."""
     system = pyproject.get("build-system", {})
-    requires = [r for r in system.get("requires", []) if isinstance(r, str)]
+    requires = _requirements([r for r in system.get("requires", []) if isinstance(r, str)])
     return [_backend(system.get("build-backend", "")), _scikit_build_core(requires), *_findable(requires, environ),
             _dist(project), _recordings(pyproject)]
+
+
+def _requirements(texts: list[str]) -> dict[str, Requirement]:
+    """The build's requirements that parse, by their normalised project names."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    found = {}
+    for text in texts:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        found[canonicalize_name(req.name)] = req
+    return found
 
 
 def _backend(backend: str) -> Finding:
@@ -83,39 +102,24 @@ def _backend(backend: str) -> Finding:
                    "CMake build (README: Without scikit-build-core)")
 
 
-def _scikit_build_core(requires: list[str]) -> Finding:
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    for text in requires:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if req.name.lower().replace("_", "-") != SCIKIT_BUILD_CORE:
-            continue
-        if not req.specifier:  # pip takes the newest
-            return Finding(True, f"{text!r}: the newest scikit-build-core")
-        older = [v for v in OLDER if req.specifier.contains(v, prereleases=True)]
-        if older:
-            return Finding(False, f"{text!r} allows scikit-build-core {older[-1]}, older than {FIRST_EMITTING}: "
-                           "such a build finds no kernel-symbol-map and emits no map, silently",
-                           f"require \"{SCIKIT_BUILD_CORE}>={FIRST_EMITTING}\" in [build-system] requires")
-        return Finding(True, f"{text!r}: scikit-build-core {FIRST_EMITTING} or later")
-    return Finding(False, "[build-system] requires names no scikit-build-core",
-                   f"requires = [\"{SCIKIT_BUILD_CORE}>={FIRST_EMITTING}\", \"{PACKAGE}\"]")
+def _scikit_build_core(requires: dict[str, Requirement]) -> Finding:
+    req = requires.get(SCIKIT_BUILD_CORE)
+    if req is None:
+        return Finding(False, "[build-system] requires names no scikit-build-core",
+                       f"requires = [\"{SCIKIT_BUILD_CORE}>={FIRST_EMITTING}\", \"{PACKAGE}\"]")
+    if not req.specifier:  # pip takes the newest
+        return Finding(True, f"'{req}': the newest scikit-build-core")
+    older = [v for v in OLDER if req.specifier.contains(v, prereleases=True)]
+    if older:
+        return Finding(False, f"'{req}' allows scikit-build-core {older[-1]}, older than {FIRST_EMITTING}: "
+                       "such a build finds no kernel-symbol-map and emits no map, silently",
+                       f"require \"{SCIKIT_BUILD_CORE}>={FIRST_EMITTING}\" in [build-system] requires")
+    return Finding(True, f"'{req}': scikit-build-core {FIRST_EMITTING} or later")
 
 
-def _findable(requires: list[str], environ: os._Environ[str] | dict[str, str]) -> list[Finding]:
+def _findable(requires: dict[str, Requirement], environ: os._Environ[str] | dict[str, str]) -> list[Finding]:
     """kernel-symbol-map in the build's requirements, and somewhere an isolated build can install it from."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    def named(text: str) -> bool:
-        try:
-            return Requirement(text).name.lower().replace("_", "-") == PACKAGE
-        except InvalidRequirement:
-            return False
-
-    if not any(map(named, requires)):
+    if PACKAGE not in requires:
         return [Finding(False, f"[build-system] requires does not name {PACKAGE}: an isolated build cannot find "
                         "its CMake package", f"add \"{PACKAGE}\" to [build-system] requires")]
     links = environ.get("PIP_FIND_LINKS", "").split()
@@ -160,14 +164,3 @@ def _recordings(pyproject: dict[str, Any]) -> Finding:
     return Finding(True, "no recordings configured: select needs --recordings every time",
                    f"recordings = [\"recordings/\"] in [tool.{PACKAGE}] of pyproject.toml, where CI puts what "
                    "`pytest --kernel-record` writes")
-
-
-def _toml(path: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - the dependency the package declares for 3.10
-        import tomli as tomllib
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise KernelSymbolMapError(f"{path}: not TOML ({e})") from None

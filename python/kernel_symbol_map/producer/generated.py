@@ -36,15 +36,11 @@ from pathlib import Path
 def tracked_files(source_root: Path) -> frozenset[str] | None:
     """Every file git tracks under ``source_root`` (submodules' too), absolute; None when git cannot say."""
     root = os.path.normpath(source_root)
-    try:
-        proc = subprocess.run(["git", "-C", root, "ls-files", "-z", "--recurse-submodules"],
-                              capture_output=True, timeout=120, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if proc.returncode != 0:
+    names = _git_names(root, "ls-files", "-z", "--recurse-submodules")
+    if names is None:
         return None
     prefix = root.rstrip(os.sep) + os.sep  # git lists clean relative paths: joined, not normalised
-    return frozenset(prefix + n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n)
+    return frozenset(prefix + n for n in names)
 
 
 def changed_since(source_root: Path, commit: str) -> frozenset[str] | None:
@@ -52,14 +48,20 @@ def changed_since(source_root: Path, commit: str) -> frozenset[str] | None:
     or not, or deleted), relative to ``source_root`` as a map spells them; None when git cannot say."""
     if not commit:
         return None
+    names = _git_names(os.path.normpath(source_root), "diff", "--no-renames", "--name-only", "-z", "--relative",
+                       commit, "--")
+    return None if names is None else frozenset(names)
+
+
+def _git_names(root: str, *args: str) -> list[str] | None:
+    """The NUL-separated names ``git -C root ARGS`` prints; None when git is missing or fails."""
     try:
-        proc = subprocess.run(["git", "-C", os.path.normpath(source_root), "diff", "--no-renames", "--name-only",
-                               "-z", "--relative", commit, "--"], capture_output=True, timeout=120, check=False)
+        proc = subprocess.run(["git", "-C", root, *args], capture_output=True, timeout=120, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     if proc.returncode != 0:
         return None
-    return frozenset(n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n)
+    return [n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
 
 
 @dataclass(frozen=True)

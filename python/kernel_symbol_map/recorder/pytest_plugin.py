@@ -63,9 +63,6 @@ from . import environment, native, parts, timeline
 from .outcomes import Outcomes
 from .pycoverage import ROOT_VARIABLE
 
-# pytest's exit statuses of a run that did not get through its tests (select reads them by these numbers)
-RUN_ENDED = (2, 3, 4, 5)  # interrupted, internal error, usage error, no tests collected
-
 RESULT_NAME = "pytest"
 PARTS_VARIABLE = "KERNEL_SYMBOL_MAP_PYTEST_PARTS"  # an xdist controller's parts folder, for its workers
 TESTS_LOG = "tests.log"  # in the parts folder: every worker's test begins and ends (see .timeline)
@@ -312,6 +309,7 @@ class KernelRecorder:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from .. import mapformat
+        from ..mapformat import runline
 
         if self.recorder is not None:
             _release_forkserver()
@@ -336,9 +334,9 @@ class KernelRecorder:
                 record["reason"] = "; ".join(filter(None, [why, record["reason"]]))
         out = self.out / f"{self.name}.jsonl"
         # A run that did not collect or get through its tests says so in a first line, and select warns of it
-        run = {"exit_status": int(exitstatus), "tests_collected": session.testscollected,
+        run = {"exit_status": int(exitstatus), "tests_collected": session.testscollected,  # runline.COUNTS
                "collection_errors": self.collection_errors}
-        broken = self.collection_errors or int(exitstatus) in RUN_ENDED or not records
+        broken = self.collection_errors or int(exitstatus) in runline.ENDED or not records
         parts.write_jsonl(out, [{"run": run}, *records] if broken else records)
         shutil.rmtree(self.parts, ignore_errors=True)
         incomplete = [r for r in records if not r["complete"]]

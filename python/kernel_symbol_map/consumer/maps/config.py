@@ -77,17 +77,21 @@ def load(start: Path, top: Path) -> Config:
     path = find(start, top)
     if path is None:
         return Config()
-    try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise ConfigError(f"{path}: not readable TOML ({e})") from None
-    tools = document.get("tool", {})
+    tools = read(path).get("tool", {})
     if not isinstance(tools, dict):
         raise ConfigError(f"{path}: [tool] must be a table")
     table = tools.get(TABLE)
     if table is None:
         return Config()
     return parse(table, path)
+
+
+def read(path: Path) -> dict[str, Any]:
+    """The document of the ``pyproject.toml`` at ``path``."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{path}: not readable TOML ({e})") from None
 
 
 def parse(table: Any, path: Path) -> Config:

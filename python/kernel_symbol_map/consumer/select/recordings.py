@@ -43,7 +43,7 @@ import regex
 from ..._unitnames import host_function
 from ..._words import plural
 from ...errors import RecordingError
-from ...mapformat import plainjson, pyblocks
+from ...mapformat import plainjson, pyblocks, runline
 
 _FOOTER = regex.compile(r"^# end records=(\d+) unique=(\d+) dropped=(\d+)$")
 _DROPPED = regex.compile(r"^# dropped=(\d+)$")
@@ -133,11 +133,6 @@ def read_each(paths: Iterable[Path], commit: str = "") -> tuple[list[Recording],
         return merge(found), bad, said
 
 
-# pytest's exit statuses that say its run did not get through its tests: the records hold what ran, no more
-RUN_ENDED = {2: "was interrupted", 3: "stopped on an internal error", 4: "was given a wrong command line",
-             5: "collected no tests"}
-
-
 def doubts(path: Path, records: int, runs: list[dict[str, int]]) -> list[str]:
     """What a recording says against itself: no test's record at all, or a run (its ``"run"`` line, written
     by the pytest plugin) that did not collect or run every test. Its records are still evidence for their
@@ -148,8 +143,8 @@ def doubts(path: Path, records: int, runs: list[dict[str, int]]) -> list[str]:
         if errors:
             found.append(f"{path}: {plural(errors, 'file')} of its pytest run failed to collect: their tests have "
                          "no records")
-        if status in RUN_ENDED:
-            found.append(f"{path}: its pytest run {RUN_ENDED[status]} (exit status {status})")
+        if status in runline.ENDED:
+            found.append(f"{path}: its pytest run {runline.ENDED[status]} (exit status {status})")
     if not records:
         found.append(f"{path}: no test's record")
     return found
@@ -391,14 +386,12 @@ def _jsonl(path: Path, default_commit: str, names: _Names, runs: list[dict[str, 
     return found
 
 
-RUN_COUNTS = ("exit_status", "tests_collected", "collection_errors")
-
-
 def _run(run: Any, where: str) -> dict[str, int]:
     """A ``"run"`` line's summary of the pytest run that wrote the file: its counts, each a whole number."""
-    if not isinstance(run, dict) or not all(type(run.get(k, 0)) is int and run.get(k, 0) >= 0 for k in RUN_COUNTS):
-        raise RecordingError(f"{where}: \"run\" must hold {', '.join(RUN_COUNTS)} as whole numbers")
-    return {k: run[k] for k in RUN_COUNTS if k in run}
+    counts = runline.COUNTS
+    if not isinstance(run, dict) or not all(type(run.get(k, 0)) is int and run.get(k, 0) >= 0 for k in counts):
+        raise RecordingError(f"{where}: \"run\" must hold {', '.join(counts)} as whole numbers")
+    return {k: run[k] for k in counts if k in run}
 
 
 def _host_functions(record: dict[str, Any], where: str, seen: dict[str, frozenset[str]]
